@@ -1,0 +1,95 @@
+#pragma once
+/// One connection to one Redis server: the only code that does I/O with
+/// Redis. Commands are sent as argument vectors (user data never goes into a
+/// format string) and every command has a deadline.
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/reply.h"
+#include "redis/url.h"
+#include "util/duration.h"
+#include "util/error.h"
+
+namespace rlock::redis {
+
+struct TlsOptions {
+  bool enabled = false;  // also implied by rediss://
+  std::string cacert;    // CA bundle file; empty = system default
+  std::string cacertdir;
+  std::string cert;  // client certificate (PEM)
+  std::string key;   // client private key (PEM)
+  std::string sni;   // server name; default: the URL's host
+  bool insecure = false;
+};
+
+struct ConnectOptions {
+  Url url;
+  std::optional<std::string> user;      // overrides the URL's user
+  std::optional<std::string> password;  // overrides the URL's password
+  TlsOptions tls;
+  Millis connect_timeout{2000};
+  /// Default deadline for a command sent without an explicit one.
+  Millis command_timeout{5000};
+};
+
+/// A Lua script run by EVALSHA, falling back to EVAL on NOSCRIPT.
+struct Script {
+  std::string_view body;
+  std::string sha1;  // hex
+  explicit Script(std::string_view body);
+};
+
+class Transport;
+
+class Connection {
+ public:
+  /// Connects, then AUTH (when a password is known) and SELECT (db != 0).
+  /// Errors: unreachable (refused, timeout, DNS), auth (WRONGPASS, NOAUTH,
+  /// TLS verification), server, protocol.
+  static Result<Connection> connect(const ConnectOptions& options);
+
+  Connection(Connection&&) noexcept;
+  Connection& operator=(Connection&&) noexcept;
+  ~Connection();
+
+  /// Sends one command and reads its reply before `deadline`. A RESP error
+  /// reply becomes Error{server or auth, "<server message>"}.
+  Result<Reply> command(std::span<const std::string> args, Deadline deadline);
+  Result<Reply> command(std::initializer_list<std::string_view> args);
+
+  /// Sends all commands at once, then reads all replies (one round trip).
+  /// Error replies are returned in place, as Reply::Type::error.
+  Result<std::vector<Reply>> pipeline(const std::vector<std::vector<std::string>>& commands,
+                                      Deadline deadline);
+
+  /// EVALSHA, and EVAL when the server answers NOSCRIPT (restart, failover,
+  /// SCRIPT FLUSH).
+  Result<Reply> eval(const Script& script, std::span<const std::string> keys,
+                     std::span<const std::string> args, Deadline deadline);
+
+  /// A file descriptor that, when readable, interrupts a blocked command with
+  /// Error::Code::interrupted (the connection is closed afterwards, since a
+  /// reply may be in flight). -1 disables.
+  void set_interrupt_fd(int fd);
+
+  /// The URL as it may be shown to a person (no password).
+  const std::string& describe() const;
+
+  Millis command_timeout() const;
+
+ private:
+  Connection();
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+/// Classifies a server error message ("WRONGPASS ...", "NOPERM ...",
+/// "WRONGTYPE ...", ...) into an Error.
+Error classify_server_error(std::string_view message);
+
+}  // namespace rlock::redis

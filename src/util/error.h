@@ -1,0 +1,55 @@
+#pragma once
+/// Errors travel as values: every fallible call across a module boundary
+/// returns `Result<T>`; `Error::Code` tells normal answers ("busy", "not the
+/// owner") from failures, and exit_status() is the one place that maps them to
+/// the exit codes of the command-line contract.
+
+#include <expected>
+#include <string>
+#include <utility>
+
+namespace rlock {
+
+/// Process exit statuses (see the EXIT STATUS table of rlock(1)).
+enum class ExitStatus : int {
+  success = 0,
+  refused = 1,  // not the owner / lock free (status)
+  usage = 64,
+  unavailable = 69,
+  internal = 70,
+  busy = 75,
+  server = 76,
+  auth = 77,
+  config = 78,
+  lost = 79,
+};
+
+struct Error {
+  enum class Code {
+    usage,        // bad option, duration, URL, name
+    config,       // configuration file
+    unreachable,  // connect refused, DNS, timeout, connection lost
+    auth,         // AUTH/ACL failure, TLS verification failure
+    server,       // the server answered with an error (WRONGTYPE, OOM, ...)
+    protocol,     // malformed or unexpected reply
+    busy,         // the lock is held by someone else / wait timed out
+    not_owner,    // release/renew with a token that does not hold the lock
+    interrupted,  // a signal asked us to stop waiting
+    internal,
+  };
+  Code code;
+  std::string message;
+};
+
+template <class T>
+using Result = std::expected<T, Error>;
+
+inline std::unexpected<Error> fail(Error::Code code, std::string message) {
+  return std::unexpected(Error{code, std::move(message)});
+}
+
+/// The exit status for an error code; `busy` maps to the conflict exit code
+/// chosen by the user (-E), so it is passed in.
+ExitStatus exit_status(Error::Code code);
+
+}  // namespace rlock
