@@ -4,18 +4,28 @@ namespace rlock {
 
 ExitStatus exit_status(Error::Code code) {
   switch (code) {
-    case Error::Code::usage: return ExitStatus::usage;
-    case Error::Code::config: return ExitStatus::config;
-    case Error::Code::unreachable: return ExitStatus::unavailable;
-    case Error::Code::auth: return ExitStatus::auth;
-    case Error::Code::server: return ExitStatus::server;
-    case Error::Code::protocol: return ExitStatus::server;
-    case Error::Code::busy: return ExitStatus::busy;
-    case Error::Code::not_owner: return ExitStatus::refused;
+    case Error::Code::usage:
+      return ExitStatus::usage;
+    case Error::Code::config:
+      return ExitStatus::config;
+    case Error::Code::unreachable:
+      return ExitStatus::unavailable;
+    case Error::Code::auth:
+      return ExitStatus::auth;
+    case Error::Code::server:
+      return ExitStatus::server;
+    case Error::Code::protocol:
+      return ExitStatus::server;
+    case Error::Code::busy:
+      return ExitStatus::busy;
+    case Error::Code::not_owner:
+      return ExitStatus::refused;
     // An interrupted wait ends like a command killed by the signal; callers
     // that know the signal compute 128+N themselves.
-    case Error::Code::interrupted: return ExitStatus::busy;
-    case Error::Code::internal: return ExitStatus::internal;
+    case Error::Code::interrupted:
+      return ExitStatus::busy;
+    case Error::Code::internal:
+      return ExitStatus::internal;
   }
   return ExitStatus::internal;
 }

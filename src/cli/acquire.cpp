@@ -1,0 +1,44 @@
+#include <unistd.h>
+
+#include <csignal>
+
+#include "cli/context.h"
+#include "output/render.h"
+#include "util/process.h"
+#include "util/signals.h"
+
+namespace rlock::cli {
+
+Action register_acquire(CLI::App& app, Context& context) {
+  auto* sub = app.add_subcommand("acquire", "Take a lock and print its token");
+  auto options = std::make_shared<LockOptions>();
+  add_name_option(*sub, options->name);
+  add_lock_options(*sub, *options);
+  return [&context, options]() -> int {
+    // The holder shown by status is the script that called us: acquire
+    // itself exits at once.
+    pid_t caller = getppid();
+    auto plan = context.plan(*options, caller, process_command(caller));
+    if (!plan) return report(plan.error());
+    auto client = context.client();
+    if (!client) return report(client.error());
+    // Ctrl-C or a kill while waiting leaves the queue and exits 128+N.
+    SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP};
+    auto grant =
+        client->acquire(plan->request, plan->wait, context.progress(options->name), interrupt.fd());
+    context.finish_progress();
+    if (!grant) {
+      if (grant.error().code == Error::Code::interrupted && interrupt.received())
+        return 128 + interrupt.received();
+      if (grant.error().code == Error::Code::busy) {
+        context.report_busy(*client, options->name, grant.error());
+        return plan->conflict_exit_code;
+      }
+      return report(grant.error());
+    }
+    output::print_acquired(options->name, *grant, plan->request, context.global.json);
+    return 0;
+  };
+}
+
+}  // namespace rlock::cli

@@ -1,0 +1,135 @@
+#include "cli/context.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "lock/keys.h"
+#include "output/render.h"
+
+namespace rlock::cli {
+
+namespace {
+void stderr_line(const std::string& line) {
+  fmt::print(stderr, "rlock: {}\n", line);
+}
+}  // namespace
+
+int report(const Error& error) {
+  fmt::print(stderr, "rlock: error: {}\n", error.message);
+  return static_cast<int>(exit_status(error.code));
+}
+
+Result<lock::LockClient> Context::client() {
+  auto env = config::Environment::from_process();
+  bool explicit_file = false;
+  config::Layer file;
+  if (auto path = config::config_path(global.config_file, env, explicit_file)) {
+    auto read = config::read_config_file(*path);
+    if (!read) return std::unexpected(read.error());
+    file = *read;
+  }
+  config::Layer cli = global.layer;
+  if (global.tls) cli.tls = true;
+  if (global.insecure) cli.insecure = true;
+  auto settings = config::resolve(cli, env, file);
+  if (!settings) return std::unexpected(settings.error());
+  for (const auto& w : settings->warnings) stderr_line("warning: " + w);
+  return lock::LockClient(settings->servers.front(), settings->prefix);
+}
+
+void Context::verbose(const std::string& line) const {
+  if (global.verbose > 0 && !global.quiet) stderr_line(line);
+}
+
+void Context::warn(const std::string& line) const {
+  if (!global.quiet) stderr_line(line);
+}
+
+bool Context::interactive() const {
+  return !global.quiet && isatty(STDERR_FILENO);
+}
+
+Result<LockPlan> Context::plan(const LockOptions& o, long pid, std::string command) const {
+  LockPlan plan;
+  if (auto ok = lock::validate_name(o.name); !ok) return std::unexpected(ok.error());
+  auto ttl = parse_duration(o.ttl);
+  if (!ttl) return fail(Error::Code::usage, "--ttl: " + ttl.error().message);
+  // Below 100 ms a lease cannot survive even one renewal round trip on a busy
+  // network; above a week it is a mistake.
+  if (*ttl < Millis(100)) return fail(Error::Code::usage, "--ttl must be at least 100ms");
+  if (o.limit < 1) return fail(Error::Code::usage, "--limit must be at least 1");
+  if (o.shared && o.limit > 1)
+    return fail(Error::Code::usage, "--shared and --limit cannot be combined");
+  if (o.conflict_exit_code < 0 || o.conflict_exit_code > 255)
+    return fail(Error::Code::usage, "--conflict-exit-code must be between 0 and 255");
+  if (o.nonblock && o.wait)
+    return fail(Error::Code::usage, "--nonblock and --wait cannot be combined");
+  if (o.nonblock) plan.wait = Millis(0);
+  if (o.wait) {
+    auto wait = parse_duration(*o.wait);
+    if (!wait) return fail(Error::Code::usage, "--wait: " + wait.error().message);
+    plan.wait = *wait;
+  }
+  plan.conflict_exit_code = o.conflict_exit_code;
+  plan.request.name = o.name;
+  plan.request.ttl = *ttl;
+  plan.request.shared = o.shared;
+  plan.request.limit = o.limit;
+  plan.request.who = lock::local_identity(pid, std::move(command));
+  if (o.owner) plan.request.who.owner = *o.owner;
+  return plan;
+}
+
+lock::LockClient::Progress Context::progress(const std::string& name) {
+  return [this, name](const lock::Attempt& attempt, Millis waited) {
+    std::string who = attempt.holder ? output::describe_holder(*attempt.holder) : "a holder";
+    std::string line =
+        fmt::format("waiting {} for lock '{}' held by {}", format_duration(waited), name, who);
+    if (attempt.holder) line += fmt::format(" since {} ago", format_duration(attempt.holder->age));
+    if (attempt.position > 1) line += fmt::format(", {} ahead in queue", attempt.position - 1);
+    if (interactive()) {
+      // One updating line: carriage return, clear to end of line.
+      fmt::print(stderr, "\r\x1b[Krlock: {}", line);
+      std::fflush(stderr);
+      m_progress_shown = true;
+    } else if (global.verbose > 0 && !m_progress_shown) {
+      verbose(line);
+      m_progress_shown = true;
+    }
+  };
+}
+
+void Context::finish_progress() const {
+  if (m_progress_shown && interactive()) fmt::print(stderr, "\r\x1b[K");
+}
+
+void Context::report_busy(lock::LockClient& client, const std::string& name,
+                          const Error& error) const {
+  // Cron mails whatever a job prints: a skipped run is silent off a terminal.
+  if (!interactive() && global.verbose == 0) return;
+  if (global.quiet) return;
+  std::string line = error.message;
+  if (auto view = client.status(name); view && !view->holders.empty())
+    line += fmt::format("; held by {} on {} for {}", output::describe_holder(view->holders[0]),
+                        view->holders[0].who.host, format_duration(view->holders[0].age));
+  stderr_line(line);
+}
+
+void add_name_option(CLI::App& app, std::string& name) {
+  app.add_option("name", name, "Lock name (any string up to 512 bytes)")->required();
+}
+
+void add_lock_options(CLI::App& app, LockOptions& o) {
+  app.add_option("-t,--ttl", o.ttl, "Lease length (default 30s)");
+  app.add_flag("-n,--nonblock", o.nonblock, "Fail at once if the lock is busy");
+  app.add_option("-w,--wait,--timeout", o.wait, "Give up waiting after DURATION (-w 0 = -n)");
+  app.add_option("-E,--conflict-exit-code", o.conflict_exit_code,
+                 "Exit code when busy or timed out (default 75)");
+  app.add_flag("-s,--shared", o.shared, "Shared (read) lock: many shared holders at once");
+  app.add_option("-l,--limit", o.limit, "Counting semaphore: up to N holders");
+  app.add_option("--owner", o.owner, "Free text shown by status (default user@host)");
+}
+
+}  // namespace rlock::cli

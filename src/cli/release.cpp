@@ -1,0 +1,53 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "cli/context.h"
+#include "lock/keys.h"
+#include "output/render.h"
+#include "util/process.h"
+
+namespace rlock::cli {
+
+Action register_release(CLI::App& app, Context& context) {
+  auto* sub = app.add_subcommand("release", "Release a lock (with its token, or --force)");
+  struct Options {
+    std::string name;
+    std::optional<std::string> token, holder;
+    bool force = false;
+  };
+  auto o = std::make_shared<Options>();
+  add_name_option(*sub, o->name);
+  auto* token = sub->add_option("--token", o->token, "The token printed by acquire");
+  auto* force = sub->add_flag("--force", o->force, "Evict the holder(s) whatever their token");
+  sub->add_option("--holder", o->holder, "With --force: evict only the holder with this id")
+      ->needs(force);
+  token->excludes(force);
+  return [&context, o]() -> int {
+    if (auto ok = lock::validate_name(o->name); !ok) return report(ok.error());
+    if (!o->token && !o->force)
+      return report(Error{Error::Code::usage, "release needs --token TOKEN or --force"});
+    auto client = context.client();
+    if (!client) return report(client.error());
+    if (o->token) {
+      auto released = client->release(o->name, *o->token);
+      if (!released) return report(released.error());
+      output::print_released(o->name, context.global.json);
+      return 0;
+    }
+    // The audit record names the operator: user@host, this shell.
+    pid_t caller = getppid();
+    auto by = lock::local_identity(caller, process_command(caller));
+    auto evicted = client->force_release(o->name, o->holder.value_or(""), by);
+    if (!evicted) return report(evicted.error());
+    output::print_forced(o->name, *evicted, context.global.json);
+    if (evicted->empty()) {
+      context.warn(o->holder
+                       ? fmt::format("lock '{}' has no holder with id {}", o->name, *o->holder)
+                       : fmt::format("lock '{}' was not held", o->name));
+      return static_cast<int>(ExitStatus::refused);
+    }
+    return 0;
+  };
+}
+
+}  // namespace rlock::cli

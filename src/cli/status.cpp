@@ -1,0 +1,40 @@
+#include "cli/context.h"
+#include "lock/keys.h"
+#include "output/render.h"
+
+namespace rlock::cli {
+
+Action register_status(CLI::App& app, Context& context) {
+  auto* sub = app.add_subcommand("status", "Show holders and waiters of locks");
+  auto names = std::make_shared<std::vector<std::string>>();
+  sub->add_option("name", *names, "Lock names (default: every lock under the prefix)");
+  return [&context, names]() -> int {
+    for (const auto& name : *names)
+      if (auto ok = lock::validate_name(name); !ok) return report(ok.error());
+    auto client = context.client();
+    if (!client) return report(client.error());
+    if (names->empty()) {
+      auto views = client->list();
+      if (!views) return report(views.error());
+      output::print_list(*views, context.global.json);
+      return 0;
+    }
+    // Exit 0 only if every named lock is held (like `test`), 1 otherwise.
+    bool all_held = true;
+    std::vector<lock::LockView> views;
+    for (const auto& name : *names) {
+      auto view = client->status(name);
+      if (!view) return report(view.error());
+      all_held = all_held && !view->holders.empty();
+      views.push_back(std::move(*view));
+    }
+    // --json prints one document: the lock itself, or {"locks": [...]}.
+    if (context.global.json && views.size() > 1)
+      output::print_list(views, true);
+    else
+      for (const auto& view : views) output::print_status(view, context.global.json);
+    return all_held ? 0 : static_cast<int>(ExitStatus::refused);
+  };
+}
+
+}  // namespace rlock::cli

@@ -1,0 +1,352 @@
+#include "lock/lock.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "lock/keys.h"
+#include "util/token.h"
+
+namespace rlock::lock {
+
+namespace scripts {
+extern const std::string_view k_lock_lua;
+}
+
+namespace {
+
+const redis::Script& lock_script() {
+  static const redis::Script script(scripts::k_lock_lua);
+  return script;
+}
+
+std::int64_t to_int(std::string_view text) {
+  std::int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+Result<std::int64_t> integer_of(const redis::Reply& reply) {
+  if (reply.type == redis::Reply::Type::integer) return reply.integer;
+  if (reply.type == redis::Reply::Type::string) return to_int(reply.str);
+  return fail(Error::Code::protocol, "unexpected reply from the lock script (expected a number)");
+}
+
+Identity parse_identity(std::string_view blob) {
+  Identity who;
+  auto fields = parse_netstrings(blob);
+  if (!fields || fields->size() < 4) return who;
+  who.owner = (*fields)[0];
+  who.host = (*fields)[1];
+  who.pid = static_cast<long>(to_int((*fields)[2]));
+  who.command = (*fields)[3];
+  return who;
+}
+
+std::string identity_blob(const Identity& who) {
+  return netstrings({who.owner, who.host, std::to_string(who.pid), who.command});
+}
+
+/// A record is "fence\nsince_ms\nmode\nblob" (see lock.lua).
+struct Record {
+  std::int64_t fence = 0;
+  std::int64_t since_ms = 0;
+  std::string mode;
+  Identity who;
+};
+
+Record parse_record(std::string_view text) {
+  Record record;
+  std::string_view parts[3];
+  for (auto& part : parts) {
+    auto nl = text.find('\n');
+    if (nl == std::string_view::npos) return record;
+    part = text.substr(0, nl);
+    text.remove_prefix(nl + 1);
+  }
+  record.fence = to_int(parts[0]);
+  record.since_ms = to_int(parts[1]);
+  record.mode = std::string(parts[2]);
+  record.who = parse_identity(text);
+  return record;
+}
+
+HolderView holder_from(std::string id, const Record& record, std::int64_t now_ms, Millis ttl) {
+  return HolderView{
+      std::move(id), record.mode, record.fence, record.who, Millis(now_ms - record.since_ms), ttl};
+}
+
+std::string current_user() {
+  if (const passwd* pw = getpwuid(geteuid())) return pw->pw_name;
+  return std::to_string(geteuid());
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+Identity local_identity(long pid, std::string command) {
+  std::string host = host_name();
+  return Identity{current_user() + "@" + host, host, pid, std::move(command)};
+}
+
+LockClient::LockClient(redis::ConnectOptions options, std::string prefix)
+    : m_options(std::move(options)), m_prefix(std::move(prefix)) {}
+
+Result<redis::Connection*> LockClient::connection() {
+  if (!m_connection) {
+    auto connected = redis::Connection::connect(m_options);
+    if (!connected) return std::unexpected(connected.error());
+    m_connection.emplace(std::move(*connected));
+  }
+  return &*m_connection;
+}
+
+Result<redis::Reply> LockClient::run(const std::string& name, std::vector<std::string> args,
+                                     std::optional<Deadline> deadline) {
+  auto conn = connection();
+  if (!conn) return std::unexpected(conn.error());
+  auto keys = lock_keys(m_prefix, name);
+  auto when = deadline.value_or(Clock::now() + (*conn)->command_timeout());
+  auto reply = (*conn)->eval(lock_script(), keys, args, when);
+  // After a transport failure the connection may have a reply in flight:
+  // drop it, the next call reconnects.
+  if (!reply && (reply.error().code == Error::Code::unreachable ||
+                 reply.error().code == Error::Code::interrupted))
+    m_connection.reset();
+  return reply;
+}
+
+Result<Attempt> LockClient::attempt(const Request& request, const std::string& token,
+                                    bool enqueue) {
+  auto reply = run(request.name, {"acquire", token, request.shared ? "shared" : "exclusive",
+                                  std::to_string(request.limit),
+                                  std::to_string(request.ttl.count()), identity_blob(request.who),
+                                  enqueue ? "1" : "0", std::to_string(k_waiter_lease.count())});
+  if (!reply) return std::unexpected(reply.error());
+  const auto& e = reply->elements;
+  if (reply->type != redis::Reply::Type::array || e.size() < 2)
+    return fail(Error::Code::protocol, "unexpected reply from the lock script");
+  auto state = integer_of(e[0]);
+  auto second = integer_of(e[1]);
+  if (!state || !second)
+    return fail(Error::Code::protocol, "unexpected reply from the lock script");
+  if (*state == -1)
+    return fail(Error::Code::usage,
+                fmt::format("lock '{}' is used with --limit {}, not --limit {}; every user of a "
+                            "lock must give the same limit",
+                            request.name, *second, request.limit));
+  Attempt attempt;
+  if (*state == 1) {
+    attempt.acquired = true;
+    attempt.fence = *second;
+    return attempt;
+  }
+  attempt.position = static_cast<int>(*second);
+  if (e.size() >= 4 && !e[2].str.empty()) {
+    auto record = parse_record(e[2].str);
+    auto ttl = integer_of(e[3]);
+    attempt.holder = holder_from("", record, record.since_ms, Millis(ttl.value_or(0)));
+  }
+  return attempt;
+}
+
+Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> wait,
+                                  const Progress& progress, int interrupt_fd) {
+  auto token = new_token();
+  if (!token) return std::unexpected(token.error());
+  const bool blocking = !wait || wait->count() > 0;
+  const auto start = Clock::now();
+  for (;;) {
+    auto tried = attempt(request, *token, blocking);
+    if (!tried) return std::unexpected(tried.error());
+    if (tried->acquired) return Grant{*token, tried->fence};
+    if (!blocking) return fail(Error::Code::busy, fmt::format("lock '{}' is busy", request.name));
+
+    auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start);
+    if (progress) progress(*tried, waited);
+    auto block = k_recheck_interval;
+    if (wait) {
+      auto left = *wait - waited;
+      if (left <= Millis(0)) {
+        // Leave the queue (a non-enqueuing try removes us) so that we never
+        // stall the waiters behind us; we might even get the lock now.
+        auto last = attempt(request, *token, false);
+        if (last && last->acquired) return Grant{*token, last->fence};
+        return fail(Error::Code::busy, fmt::format("timed out after {} waiting for lock '{}'",
+                                                   format_duration(*wait), request.name));
+      }
+      block = std::min(block, left);
+    }
+    auto conn = connection();
+    if (!conn) return std::unexpected(conn.error());
+    (*conn)->set_interrupt_fd(interrupt_fd);
+    // BLPOP takes fractional seconds (Redis >= 6.0); it returns early when a
+    // release pushes to our wake list.
+    std::vector<std::string> blpop{
+        "BLPOP", wake_key(m_prefix, request.name, *token),
+        fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
+    auto woke = (*conn)->command(blpop, Clock::now() + block + (*conn)->command_timeout());
+    if (!woke) {
+      m_connection.reset();
+      if (woke.error().code == Error::Code::interrupted) {
+        // Leave the queue on a fresh connection; if that fails the lease
+        // removes us within k_waiter_lease anyway.
+        (void)release(request.name, *token);
+      }
+      return std::unexpected(woke.error());
+    }
+    (*conn)->set_interrupt_fd(-1);
+  }
+}
+
+Result<void> LockClient::renew(const std::string& name, const std::string& token, Millis ttl,
+                               Deadline deadline) {
+  auto reply = run(name, {"renew", token, std::to_string(ttl.count())}, deadline);
+  if (!reply) return std::unexpected(reply.error());
+  auto renewed = integer_of(*reply);
+  if (!renewed) return std::unexpected(renewed.error());
+  if (*renewed != 1)
+    return fail(
+        Error::Code::not_owner,
+        fmt::format("lock '{}' is not held by this token (expired, released or taken)", name));
+  return {};
+}
+
+Result<void> LockClient::release(const std::string& name, const std::string& token) {
+  auto reply = run(name, {"release", token});
+  if (!reply) return std::unexpected(reply.error());
+  auto released = integer_of(*reply);
+  if (!released) return std::unexpected(released.error());
+  if (*released != 1)
+    return fail(Error::Code::not_owner,
+                fmt::format("lock '{}' is not held by this token; nothing released", name));
+  return {};
+}
+
+Result<std::vector<HolderView>> LockClient::force_release(const std::string& name,
+                                                          const std::string& holder_id,
+                                                          const Identity& by) {
+  auto reply = run(name, {"force", holder_id, identity_blob(by)});
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->type != redis::Reply::Type::array)
+    return fail(Error::Code::protocol, "unexpected reply from the lock script");
+  std::vector<HolderView> evicted;
+  const auto& e = reply->elements;
+  for (size_t k = 0; k + 1 < e.size(); k += 2) {
+    auto record = parse_record(e[k + 1].str);
+    evicted.push_back(holder_from(e[k].str, record, record.since_ms, Millis(0)));
+  }
+  return evicted;
+}
+
+Result<LockView> LockClient::parse_status(const std::string& name,
+                                          const redis::Reply& reply) const {
+  const auto& e = reply.elements;
+  if (reply.type != redis::Reply::Type::array || e.size() < 6 ||
+      e[3].type != redis::Reply::Type::array || e[4].type != redis::Reply::Type::array)
+    return fail(Error::Code::protocol, "unexpected status reply from the lock script");
+  auto now = integer_of(e[0]).value_or(0);
+  LockView view;
+  view.name = name;
+  view.limit = static_cast<int>(integer_of(e[1]).value_or(1));
+  view.last_fence = integer_of(e[2]).value_or(0);
+  const auto& h = e[3].elements;
+  for (size_t k = 0; k + 2 < h.size(); k += 3) {
+    auto record = parse_record(h[k + 2].str);
+    view.holders.push_back(
+        holder_from(h[k].str, record, now, Millis(integer_of(h[k + 1]).value_or(0))));
+  }
+  const auto& w = e[4].elements;
+  for (size_t k = 0; k + 2 < w.size(); k += 3) {
+    auto record = parse_record(w[k + 2].str);
+    view.waiters.push_back(WaiterView{static_cast<int>(view.waiters.size()) + 1, w[k].str,
+                                      record.mode, record.who, Millis(now - record.since_ms)});
+  }
+  if (!e[5].str.empty()) {
+    auto fields = parse_netstrings(e[5].str);
+    if (fields && fields->size() >= 2) {
+      AuditView audit;
+      audit.ago = Millis(now - to_int((*fields)[0]));
+      audit.by = parse_identity((*fields)[1]);
+      for (size_t k = 2; k + 1 < fields->size(); k += 2) {
+        auto record = parse_record((*fields)[k + 1]);
+        audit.evicted.push_back(holder_from((*fields)[k], record, now, Millis(0)));
+      }
+      view.forced = std::move(audit);
+    }
+  }
+  return view;
+}
+
+Result<LockView> LockClient::status(const std::string& name) {
+  auto reply = run(name, {"status"});
+  if (!reply) return std::unexpected(reply.error());
+  return parse_status(name, *reply);
+}
+
+Result<std::vector<LockView>> LockClient::list() {
+  auto conn = connection();
+  if (!conn) return std::unexpected(conn.error());
+  std::vector<std::string> names;
+  std::string cursor = "0";
+  const std::string pattern = meta_pattern(m_prefix);
+  do {
+    // COUNT 1000 keeps each SCAN step short on the server while needing few
+    // round trips for large keyspaces.
+    std::vector<std::string> scan{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
+    auto reply = (*conn)->command(scan, Clock::now() + (*conn)->command_timeout());
+    if (!reply) return std::unexpected(reply.error());
+    if (reply->elements.size() != 2) return fail(Error::Code::protocol, "unexpected SCAN reply");
+    cursor = reply->elements[0].str;
+    for (const auto& key : reply->elements[1].elements)
+      if (auto name = name_of_meta_key(m_prefix, key.str)) names.push_back(*name);
+  } while (cursor != "0");
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+
+  std::vector<LockView> views;
+  // Pipelined in batches: one round trip per batch instead of per lock.
+  constexpr size_t k_batch = 500;
+  const auto& script = lock_script();
+  for (size_t first = 0; first < names.size(); first += k_batch) {
+    std::vector<std::vector<std::string>> commands;
+    size_t last = std::min(names.size(), first + k_batch);
+    for (size_t k = first; k < last; ++k) {
+      std::vector<std::string> cmd{"EVALSHA", script.sha1, "9"};
+      for (auto& key : lock_keys(m_prefix, names[k])) cmd.push_back(std::move(key));
+      cmd.push_back("status");
+      commands.push_back(std::move(cmd));
+    }
+    auto replies = (*conn)->pipeline(commands, Clock::now() + (*conn)->command_timeout());
+    if (!replies) return std::unexpected(replies.error());
+    for (size_t k = first; k < last; ++k) {
+      const auto& reply = (*replies)[k - first];
+      if (reply.is_error()) {
+        if (reply.str.starts_with("NOSCRIPT")) {
+          // Load the script once through the EVAL fallback, then redo.
+          auto view = status(names[k]);
+          if (!view) return std::unexpected(view.error());
+          views.push_back(std::move(*view));
+          continue;
+        }
+        return std::unexpected(redis::classify_server_error(reply.str));
+      }
+      auto view = parse_status(names[k], reply);
+      if (!view) return std::unexpected(view.error());
+      // A lock that expired between SCAN and the status read is not listed.
+      if (!view->holders.empty() || !view->waiters.empty()) views.push_back(std::move(*view));
+    }
+  }
+  return views;
+}
+
+}  // namespace rlock::lock

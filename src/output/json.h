@@ -1,0 +1,40 @@
+#pragma once
+/// A minimal JSON value, enough for rlock's --json documents.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace rlock::output {
+
+class Json {
+ public:
+  using Array = std::vector<Json>;
+  using Object = std::vector<std::pair<std::string, Json>>;  // keeps field order
+
+  Json() : m_value(nullptr) {}
+  Json(std::nullptr_t) : m_value(nullptr) {}
+  Json(bool b) : m_value(b) {}
+  Json(int v) : m_value(static_cast<std::int64_t>(v)) {}
+  Json(long v) : m_value(static_cast<std::int64_t>(v)) {}
+  Json(long long v) : m_value(static_cast<std::int64_t>(v)) {}
+  Json(std::string s) : m_value(std::move(s)) {}
+  Json(std::string_view s) : m_value(std::string(s)) {}
+  Json(const char* s) : m_value(std::string(s)) {}
+  Json(Array a) : m_value(std::move(a)) {}
+  Json(Object o) : m_value(std::move(o)) {}
+
+  std::string dump() const;
+
+ private:
+  std::variant<std::nullptr_t, bool, std::int64_t, std::string, Array, Object> m_value;
+};
+
+/// `text` as a JSON string literal, quotes included (invalid UTF-8 bytes are
+/// replaced by U+FFFD so the document always parses).
+std::string json_quote(std::string_view text);
+
+}  // namespace rlock::output

@@ -1,0 +1,91 @@
+#include "util/duration.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace rlock {
+
+namespace {
+
+// A week is far beyond any sensible lease or wait and keeps every value well
+// inside the range Redis accepts for PX and BLPOP.
+constexpr double k_max_ms = 7.0 * 24 * 3600 * 1000;
+
+Result<Millis> bad(std::string_view text, std::string_view why) {
+  return fail(
+      Error::Code::usage,
+      fmt::format("invalid duration '{}': {} (use e.g. 1500ms, 30s, 5m, 1h30m, 0.5)", text, why));
+}
+
+/// Reads a non-negative decimal number (digits with at most one '.') at pos.
+bool read_number(std::string_view text, size_t& pos, double& value) {
+  size_t start = pos;
+  bool dot = false;
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || (text[pos] == '.' && !dot))) {
+    dot = dot || text[pos] == '.';
+    ++pos;
+  }
+  std::string number(text.substr(start, pos - start));
+  if (number.empty() || number == ".") return false;
+  value = std::stod(number);
+  return true;
+}
+
+}  // namespace
+
+Result<Millis> parse_duration(std::string_view text) {
+  if (text.empty()) return bad(text, "empty");
+  double total = 0;
+  size_t pos = 0;
+  // Units must come in decreasing order, each at most once (1h30m, not 30m1h).
+  int last_rank = 4;
+  bool any_unit = false;
+  while (pos < text.size()) {
+    double value = 0;
+    if (!read_number(text, pos, value)) return bad(text, "expected a number");
+    if (pos == text.size()) {
+      if (any_unit) return bad(text, "missing unit after the last number");
+      total = value * 1000;  // bare number: seconds, as flock -w
+      break;
+    }
+    int rank = 0;
+    double scale = 0;
+    if (text.substr(pos, 2) == "ms") {
+      rank = 0, scale = 1, pos += 2;
+    } else if (text[pos] == 's') {
+      rank = 1, scale = 1000, pos += 1;
+    } else if (text[pos] == 'm') {
+      rank = 2, scale = 60'000, pos += 1;
+    } else if (text[pos] == 'h') {
+      rank = 3, scale = 3'600'000, pos += 1;
+    } else {
+      return bad(text, fmt::format("unknown unit '{}'", text.substr(pos)));
+    }
+    if (rank >= last_rank) return bad(text, "units out of order");
+    last_rank = rank;
+    any_unit = true;
+    total += value * scale;
+  }
+  if (total > k_max_ms) return bad(text, "longer than a week");
+  return Millis(static_cast<Millis::rep>(std::llround(total)));
+}
+
+std::string format_duration(Millis d) {
+  auto ms = d.count();
+  if (ms < 0) return "-" + format_duration(-d);
+  if (ms < 1000) return fmt::format("{}ms", ms);
+  if (ms < 60'000) {
+    if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+    return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000);
+  }
+  auto s = ms / 1000;
+  std::string out;
+  if (s >= 3600) out += fmt::format("{}h", s / 3600);
+  if (s % 3600 >= 60) out += fmt::format("{}m", s % 3600 / 60);
+  if (s % 60) out += fmt::format("{}s", s % 60);
+  return out;
+}
+
+}  // namespace rlock

@@ -1,0 +1,51 @@
+#include "util/signals.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace rlock {
+
+namespace {
+std::atomic<int> g_write_fd{-1};
+std::atomic<int> g_first_signal{0};
+
+void on_signal(int sig) {
+  int expected = 0;
+  g_first_signal.compare_exchange_strong(expected, sig);
+  int fd = g_write_fd.load();
+  if (fd >= 0) {
+    char byte = static_cast<char>(sig);
+    // Async-signal-safe; a full pipe already says "interrupted".
+    [[maybe_unused]] auto n = write(fd, &byte, 1);
+  }
+}
+}  // namespace
+
+SignalPipe::SignalPipe(std::initializer_list<int> signals) {
+  if (pipe2(m_fds, O_CLOEXEC | O_NONBLOCK) != 0) m_fds[0] = m_fds[1] = -1;
+  g_first_signal = 0;
+  g_write_fd = m_fds[1];
+  for (int sig : signals) {
+    struct sigaction action {
+    }, old{};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(sig, &action, &old);
+    m_saved.emplace_back(sig, old);
+  }
+}
+
+SignalPipe::~SignalPipe() {
+  for (auto& [sig, old] : m_saved) sigaction(sig, &old, nullptr);
+  g_write_fd = -1;
+  for (int fd : m_fds)
+    if (fd >= 0) close(fd);
+}
+
+int SignalPipe::received() const {
+  return g_first_signal.load();
+}
+
+}  // namespace rlock

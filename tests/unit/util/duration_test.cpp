@@ -1,0 +1,56 @@
+#include "util/duration.h"
+
+#include <gtest/gtest.h>
+
+namespace rlock {
+namespace {
+
+Millis ok(std::string_view text) {
+  auto d = parse_duration(text);
+  EXPECT_TRUE(d.has_value()) << text;
+  return d.value_or(Millis(-1));
+}
+
+TEST(Duration, ReadsEachUnit) {
+  EXPECT_EQ(ok("1500ms"), Millis(1500));
+  EXPECT_EQ(ok("30s"), Millis(30'000));
+  EXPECT_EQ(ok("5m"), Millis(300'000));
+  EXPECT_EQ(ok("1h"), Millis(3'600'000));
+}
+
+TEST(Duration, CombinesUnitsInDecreasingOrder) {
+  EXPECT_EQ(ok("1h30m"), Millis(5'400'000));
+  EXPECT_EQ(ok("1m30s"), Millis(90'000));
+  EXPECT_EQ(ok("2s500ms"), Millis(2500));
+}
+
+TEST(Duration, BareNumberIsSecondsWithFractions) {
+  EXPECT_EQ(ok("0"), Millis(0));
+  EXPECT_EQ(ok("10"), Millis(10'000));
+  EXPECT_EQ(ok("0.5"), Millis(500));
+  EXPECT_EQ(ok("1.25s"), Millis(1250));
+}
+
+TEST(Duration, RejectsGarbage) {
+  for (auto bad : {"", "x", "5x", "-1s", "1s1h", "s", "1h1h", "1.2.3", " 5s", "5s ", "5 s", "1m5",
+                   "ms", "+5s", "1e3"}) {
+    auto d = parse_duration(bad);
+    ASSERT_FALSE(d.has_value()) << bad;
+    EXPECT_EQ(d.error().code, Error::Code::usage);
+  }
+}
+
+TEST(Duration, RejectsMoreThanAWeek) {
+  EXPECT_FALSE(parse_duration("200h").has_value());
+}
+
+TEST(Duration, FormatsShortestForm) {
+  EXPECT_EQ(format_duration(Millis(250)), "250ms");
+  EXPECT_EQ(format_duration(Millis(2000)), "2s");
+  EXPECT_EQ(format_duration(Millis(2500)), "2.5s");
+  EXPECT_EQ(format_duration(Millis(5'400'000)), "1h30m");
+  EXPECT_EQ(format_duration(Millis(61'000)), "1m1s");
+}
+
+}  // namespace
+}  // namespace rlock
