@@ -167,6 +167,11 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
   const auto start = Clock::now();
   for (;;) {
     auto tried = attempt(request, *token, blocking);
+    // The reply may have been lost after the server took the lock for us:
+    // retrying with the same token is idempotent (the script answers "held"),
+    // so one retry on a fresh connection never leaves an orphaned lock.
+    if (!tried && tried.error().code == Error::Code::unreachable)
+      tried = attempt(request, *token, blocking);
     if (!tried) return std::unexpected(tried.error());
     if (tried->acquired) return Grant{*token, tried->fence};
     if (!blocking) return fail(Error::Code::busy, fmt::format("lock '{}' is busy", request.name));
