@@ -35,6 +35,8 @@ struct ConnectOptions {
   Millis connect_timeout{2000};
   /// Default deadline for a command sent without an explicit one.
   Millis command_timeout{5000};
+  /// See Connection::set_interrupt_fd; this one also interrupts connect().
+  int interrupt_fd = -1;
 };
 
 /// A Lua script run by EVALSHA, falling back to EVAL on NOSCRIPT.

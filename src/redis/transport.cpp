@@ -1,0 +1,410 @@
+#include "redis/transport.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <system_error>
+#include <vector>
+
+namespace rlock::redis {
+namespace {
+
+template <auto free_function>
+struct FreeWith {
+  template <class T>
+  void operator()(T* pointer) const {
+    free_function(pointer);
+  }
+};
+
+std::string system_message(int error) {
+  return std::system_category().message(error);
+}
+
+bool would_block(int error) {
+  return error == EAGAIN || error == EWOULDBLOCK || error == EINTR;
+}
+
+/// Why the last OpenSSL call failed, for a message: the system error behind
+/// it if there is one ("No such file or directory" beats "system lib"), else
+/// the last reason in OpenSSL's queue.
+std::string ssl_reason() {
+  std::string reason = "unknown error";
+  while (const unsigned long error = ERR_get_error()) {
+    if (ERR_SYSTEM_ERROR(error)) return system_message(ERR_GET_REASON(error));
+    if (const char* text = ERR_reason_error_string(error)) reason = text;
+  }
+  return reason;
+}
+
+bool is_ip_address(const std::string& text) {
+  in6_addr address{};
+  return inet_pton(AF_INET, text.c_str(), &address) == 1 ||
+         inet_pton(AF_INET6, text.c_str(), &address) == 1;
+}
+
+enum class Ready { yes, timed_out, interrupted };
+
+/// Waits for `events` on `fd` until `deadline`; a readable `interrupt_fd` wins
+/// over everything, so a signal handler's wake-up is never missed.
+Ready wait_for(int fd, short events, Deadline deadline, int interrupt_fd) {
+  for (;;) {
+    // Rounded up: rounding down would spin through sub-millisecond timeouts.
+    const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
+    if (left <= Millis::zero()) return Ready::timed_out;
+    // poll() ignores negative descriptors, so a disabled interrupt fd is fine.
+    pollfd fds[] = {{fd, events, 0}, {interrupt_fd, POLLIN, 0}};
+    if (poll(fds, 2, static_cast<int>(std::min<Millis::rep>(left.count(), INT_MAX))) < 0) {
+      if (errno == EINTR) continue;
+      throw std::system_error(errno, std::system_category(), "poll");
+    }
+    if (fds[1].revents != 0) return Ready::interrupted;
+    if (fds[0].revents != 0) return Ready::yes;
+  }
+}
+
+// TLS records travel through this BIO rather than OpenSSL's socket BIO, which
+// writes with write(2): a write to a connection the server has closed would
+// raise SIGPIPE and kill the process. A library can neither count on the
+// program ignoring SIGPIPE nor change the process-wide disposition, so this
+// BIO uses send(MSG_NOSIGNAL), exactly as the plain-socket path does.
+int bio_fd(BIO* bio) {
+  return static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(bio)));
+}
+
+int bio_write(BIO* bio, const char* data, int size) {
+  BIO_clear_retry_flags(bio);
+  const ssize_t sent = send(bio_fd(bio), data, static_cast<std::size_t>(size), MSG_NOSIGNAL);
+  if (sent < 0 && would_block(errno)) BIO_set_retry_write(bio);
+  return static_cast<int>(sent);
+}
+
+int bio_read(BIO* bio, char* data, int size) {
+  BIO_clear_retry_flags(bio);
+  const ssize_t got = recv(bio_fd(bio), data, static_cast<std::size_t>(size), 0);
+  if (got < 0 && would_block(errno)) BIO_set_retry_read(bio);
+  return static_cast<int>(got);
+}
+
+// OpenSSL flushes after each record; a socket has no buffer of its own. Every
+// other control (kTLS, EOF queries, ...) answers "not supported".
+long bio_ctrl(BIO*, int command, long, void*) {
+  return command == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+BIO_METHOD* socket_bio_method() {
+  static const std::unique_ptr<BIO_METHOD, FreeWith<BIO_meth_free>> method = [] {
+    BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "rlock socket");
+    if (!made || !BIO_meth_set_write(made, bio_write) || !BIO_meth_set_read(made, bio_read) ||
+        !BIO_meth_set_ctrl(made, bio_ctrl)) {
+      throw std::bad_alloc();
+    }
+    return std::unique_ptr<BIO_METHOD, FreeWith<BIO_meth_free>>(made);
+  }();
+  return method.get();
+}
+
+/// One address to try.
+struct Address {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+};
+
+Result<std::vector<Address>> resolve(const Url& url, const std::string& name) {
+  if (url.scheme == Url::Scheme::unix_socket) {
+    Address address;
+    sockaddr_un& un = reinterpret_cast<sockaddr_un&>(address.storage);
+    if (url.path.size() >= sizeof un.sun_path) {
+      return fail(Error::Code::usage, fmt::format("socket path too long in {}", name));
+    }
+    un.sun_family = AF_UNIX;
+    std::memcpy(un.sun_path, url.path.c_str(), url.path.size() + 1);
+    address.length = sizeof un;
+    return std::vector{address};
+  }
+  // No AI_ADDRCONFIG: it makes "::1" fail on hosts whose only IPv6 address is
+  // the loopback. The lookup itself cannot be given a deadline (getaddrinfo
+  // blocks); the resolver's own timeouts bound it.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const int status =
+      getaddrinfo(url.host.c_str(), std::to_string(url.port).c_str(), &hints, &found);
+  if (status != 0) {
+    return fail(Error::Code::unreachable, fmt::format("cannot connect to {}: cannot resolve {}: {}",
+                                                      name, url.host, gai_strerror(status)));
+  }
+  const std::unique_ptr<addrinfo, FreeWith<freeaddrinfo>> list(found);
+  std::vector<Address> addresses;
+  for (const addrinfo* info = found; info; info = info->ai_next) {
+    Address address;
+    std::memcpy(&address.storage, info->ai_addr, info->ai_addrlen);
+    address.length = info->ai_addrlen;
+    addresses.push_back(address);
+  }
+  return addresses;
+}
+
+/// A connected socket to the first address that accepts.
+Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string& name,
+                                const TimeLimit& limit) {
+  const auto addresses = resolve(options.url, name);
+  if (!addresses) return std::unexpected(addresses.error());
+  const auto cannot = [&](Error::Code code, std::string_view reason) {
+    return fail(code, fmt::format("cannot connect to {}: {}", name, reason));
+  };
+  int error = 0;
+  for (const Address& address : *addresses) {
+    const int family = address.storage.ss_family;
+    // CLOEXEC: the command `rlock run` starts must not inherit the connection.
+    UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) {
+      error = errno;
+      continue;
+    }
+    if (family != AF_UNIX) {
+      // Each command is one small write that waits for its reply: Nagle's
+      // algorithm would only add latency (and hold back pipelined TLS records).
+      const int on = 1;
+      setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    }
+    if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) ==
+        0) {
+      return fd;
+    }
+    error = errno;
+    if (error != EINPROGRESS) continue;
+    switch (wait_for(fd.get(), POLLOUT, limit.deadline, options.interrupt_fd)) {
+      case Ready::timed_out:
+        return cannot(Error::Code::unreachable,
+                      fmt::format("timed out after {}", format_duration(limit.budget)));
+      case Ready::interrupted:
+        return cannot(Error::Code::interrupted, "interrupted");
+      case Ready::yes:
+        break;
+    }
+    socklen_t length = sizeof error;
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error == 0) return fd;
+  }
+  return cannot(Error::Code::unreachable, system_message(error));
+}
+
+/// A TLS context as the options ask: verification on unless --insecure.
+/// Unreadable certificate files are the user's mistake: a usage error.
+Result<std::unique_ptr<SSL_CTX, FreeWith<SSL_CTX_free>>> make_context(const TlsOptions& tls) {
+  std::unique_ptr<SSL_CTX, FreeWith<SSL_CTX_free>> context(SSL_CTX_new(TLS_client_method()));
+  if (!context) throw std::bad_alloc();
+  // Redis speaks TLS 1.2 and 1.3; anything older is broken.
+  SSL_CTX_set_min_proto_version(context.get(), TLS1_2_VERSION);
+  const auto cannot_load = [](std::string_view what, std::string_view path) {
+    return fail(Error::Code::usage, fmt::format("cannot load {} {}: {}", what, path, ssl_reason()));
+  };
+  if (!tls.insecure) {
+    SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, nullptr);
+    if (tls.cacert.empty() && tls.cacertdir.empty()) {
+      SSL_CTX_set_default_verify_paths(context.get());
+    } else if (SSL_CTX_load_verify_locations(
+                   context.get(), tls.cacert.empty() ? nullptr : tls.cacert.c_str(),
+                   tls.cacertdir.empty() ? nullptr : tls.cacertdir.c_str()) != 1) {
+      return cannot_load("CA certificates from", tls.cacert.empty() ? tls.cacertdir : tls.cacert);
+    }
+  }
+  if (tls.cert.empty() != tls.key.empty()) {
+    return fail(Error::Code::usage, "a TLS client certificate needs both --cert and --key");
+  }
+  if (!tls.cert.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(context.get(), tls.cert.c_str()) != 1) {
+      return cannot_load("TLS client certificate", tls.cert);
+    }
+    if (SSL_CTX_use_PrivateKey_file(context.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(context.get()) != 1) {
+      return cannot_load("TLS client key", tls.key);
+    }
+  }
+  return context;
+}
+
+}  // namespace
+
+TimeLimit TimeLimit::until(Deadline deadline) {
+  return {deadline, std::max(Millis::zero(), std::chrono::ceil<Millis>(deadline - Clock::now()))};
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (m_fd >= 0) close(m_fd);
+    m_fd = std::exchange(other.m_fd, -1);
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (m_fd >= 0) close(m_fd);
+}
+
+void Transport::FreeSsl::operator()(SSL* ssl) const {
+  SSL_free(ssl);
+}
+
+Transport::Transport(UniqueFd fd, std::string name, int interrupt_fd)
+    : m_fd(std::move(fd)), m_name(std::move(name)), m_interrupt_fd(interrupt_fd) {}
+
+Transport::~Transport() = default;
+
+Result<std::unique_ptr<Transport>> Transport::open(const ConnectOptions& options, TimeLimit limit) {
+  std::string name = options.url.redacted();
+  const bool tls = options.tls.enabled || options.url.scheme == Url::Scheme::tls;
+  if (tls && options.url.scheme == Url::Scheme::unix_socket) {
+    return fail(Error::Code::usage, fmt::format("TLS is not available over {}", name));
+  }
+  auto fd = connect_socket(options, name, limit);
+  if (!fd) return std::unexpected(fd.error());
+  std::unique_ptr<Transport> transport(
+      new Transport(std::move(*fd), std::move(name), options.interrupt_fd));
+  if (tls) {
+    if (auto done = transport->handshake(options, limit); !done)
+      return std::unexpected(done.error());
+  }
+  transport->m_connected = true;
+  return transport;
+}
+
+Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit& limit) {
+  const TlsOptions& tls = options.tls;
+  auto context = make_context(tls);
+  if (!context) return std::unexpected(context.error());
+  m_ssl.reset(SSL_new(context->get()));
+  BIO* bio = BIO_new(socket_bio_method());
+  if (!m_ssl || !bio) throw std::bad_alloc();
+  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<std::intptr_t>(m_fd.get())));
+  BIO_set_init(bio, 1);
+  SSL_set_bio(m_ssl.get(), bio, bio);
+
+  // The certificate must name the host we asked for: the --sni name when
+  // given (an IP address in the URL, a DNS name in the certificate), else the
+  // URL's host. SNI itself cannot carry an IP address (RFC 6066).
+  const std::string& server = tls.sni.empty() ? options.url.host : tls.sni;
+  const bool ip = is_ip_address(server);
+  if (!ip) SSL_set_tlsext_host_name(m_ssl.get(), server.c_str());
+  if (!tls.insecure) {
+    const int set = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(m_ssl.get()), server.c_str())
+                       : SSL_set1_host(m_ssl.get(), server.c_str());
+    if (set != 1) return failure(Error::Code::usage, fmt::format("invalid TLS name {}", server));
+  }
+  for (;;) {
+    ERR_clear_error();
+    const int result = SSL_connect(m_ssl.get());
+    if (result == 1) return {};
+    if (const long verified = SSL_get_verify_result(m_ssl.get());
+        !tls.insecure && verified != X509_V_OK) {
+      return fail(Error::Code::auth,
+                  fmt::format("TLS verification failed for {}: certificate verify failed ({})",
+                              m_name, X509_verify_cert_error_string(verified)));
+    }
+    if (auto waited = ssl_wait(result, limit); !waited) return waited;
+  }
+}
+
+std::unexpected<Error> Transport::failure(Error::Code code, std::string_view reason) const {
+  return fail(code,
+              fmt::format("{}{}: {}", m_connected ? "" : "cannot connect to ", m_name, reason));
+}
+
+Result<void> Transport::wait(short events, const TimeLimit& limit) const {
+  switch (wait_for(m_fd.get(), events, limit.deadline, m_interrupt_fd)) {
+    case Ready::yes:
+      return {};
+    case Ready::interrupted:
+      return failure(Error::Code::interrupted, "interrupted");
+    case Ready::timed_out:
+      break;
+  }
+  return failure(Error::Code::unreachable,
+                 fmt::format("timed out after {}", format_duration(limit.budget)));
+}
+
+Result<void> Transport::ssl_wait(int result, const TimeLimit& limit) const {
+  const int saved_errno = errno;
+  switch (SSL_get_error(m_ssl.get(), result)) {
+    case SSL_ERROR_WANT_READ:
+      return wait(POLLIN, limit);
+    case SSL_ERROR_WANT_WRITE:
+      return wait(POLLOUT, limit);
+    case SSL_ERROR_SYSCALL:
+      if (saved_errno != 0) return failure(Error::Code::unreachable, system_message(saved_errno));
+      [[fallthrough]];
+    case SSL_ERROR_ZERO_RETURN:
+      return failure(Error::Code::unreachable, "connection closed by the server");
+    default:
+      break;
+  }
+  if (ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+    return failure(Error::Code::unreachable, "connection closed by the server");
+  }
+  // Anything else is TLS refusing to go on: a rejected client certificate, a
+  // server that does not speak TLS, a tampered record.
+  return failure(Error::Code::auth, fmt::format("TLS error: {}", ssl_reason()));
+}
+
+Result<void> Transport::write_all(std::string_view bytes, const TimeLimit& limit) {
+  while (!bytes.empty()) {
+    std::size_t written = 0;
+    if (m_ssl) {
+      ERR_clear_error();
+      const int result = SSL_write_ex(m_ssl.get(), bytes.data(), bytes.size(), &written);
+      if (result != 1) {
+        if (auto waited = ssl_wait(result, limit); !waited) return waited;
+        continue;
+      }
+    } else {
+      const ssize_t sent = send(m_fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (sent < 0) {
+        if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
+        if (auto waited = wait(POLLOUT, limit); !waited) return waited;
+        continue;
+      }
+      written = static_cast<std::size_t>(sent);
+    }
+    bytes.remove_prefix(written);
+  }
+  return {};
+}
+
+Result<std::size_t> Transport::read_some(std::span<char> buffer, const TimeLimit& limit) {
+  for (;;) {
+    if (m_ssl) {
+      ERR_clear_error();
+      std::size_t got = 0;
+      const int result = SSL_read_ex(m_ssl.get(), buffer.data(), buffer.size(), &got);
+      if (result == 1) return got;
+      if (auto waited = ssl_wait(result, limit); !waited) return std::unexpected(waited.error());
+      continue;
+    }
+    const ssize_t got = recv(m_fd.get(), buffer.data(), buffer.size(), 0);
+    if (got > 0) return static_cast<std::size_t>(got);
+    if (got == 0) return failure(Error::Code::unreachable, "connection closed by the server");
+    if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
+    if (auto waited = wait(POLLIN, limit); !waited) return std::unexpected(waited.error());
+  }
+}
+
+}  // namespace rlock::redis

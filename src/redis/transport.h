@@ -1,0 +1,88 @@
+#pragma once
+/// The byte stream under a Connection: TCP, a unix socket, or TLS over TCP
+/// (OpenSSL, in our code: hiredis 0.14 has no TLS).
+
+#include <openssl/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "redis/connection.h"
+#include "util/duration.h"
+#include "util/error.h"
+
+namespace rlock::redis {
+
+/// How long one exchange may take: the deadline to enforce, and the budget it
+/// stood for when the exchange began, so that a timeout can say "after 5s".
+struct TimeLimit {
+  Deadline deadline;
+  Millis budget;
+
+  static TimeLimit after(Millis budget) { return {Clock::now() + budget, budget}; }
+  static TimeLimit until(Deadline deadline);
+};
+
+/// Owns a file descriptor.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : m_fd(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : m_fd(std::exchange(other.m_fd, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  ~UniqueFd();
+
+  int get() const { return m_fd; }
+
+ private:
+  int m_fd;
+};
+
+/// A connected, non-blocking stream to one Redis server. Every read and write
+/// waits with poll() until a deadline and can be cut short by an interrupt fd,
+/// so no Redis call can hang the lock's heartbeat. Errors name the URL
+/// (redacted); after any error the stream is out of step with the server and
+/// must be discarded.
+class Transport {
+ public:
+  /// Connects (trying each address of the host) and, for TLS, completes the
+  /// handshake, all within `limit`.
+  static Result<std::unique_ptr<Transport>> open(const ConnectOptions& options, TimeLimit limit);
+
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  Result<void> write_all(std::string_view bytes, const TimeLimit& limit);
+
+  /// Reads at least one byte into `buffer`; the connection closing is an error.
+  Result<std::size_t> read_some(std::span<char> buffer, const TimeLimit& limit);
+
+  /// Readable `fd` = stop waiting with Error::Code::interrupted; -1 disables.
+  void set_interrupt_fd(int fd) { m_interrupt_fd = fd; }
+
+ private:
+  Transport(UniqueFd fd, std::string name, int interrupt_fd);
+  Result<void> handshake(const ConnectOptions& options, const TimeLimit& limit);
+  /// Waits until the socket is ready for `events` (POLLIN, POLLOUT).
+  Result<void> wait(short events, const TimeLimit& limit) const;
+  /// After a TLS call returned `result`: waits as OpenSSL asks, or fails.
+  Result<void> ssl_wait(int result, const TimeLimit& limit) const;
+  /// "cannot connect to URL: reason" before the handshake is done, then
+  /// "URL: reason".
+  std::unexpected<Error> failure(Error::Code code, std::string_view reason) const;
+
+  struct FreeSsl {
+    void operator()(SSL* ssl) const;
+  };
+  UniqueFd m_fd;
+  std::unique_ptr<SSL, FreeSsl> m_ssl;  // null for plain TCP and unix sockets
+  std::string m_name;                   // the redacted URL
+  int m_interrupt_fd;
+  bool m_connected = false;
+};
+
+}  // namespace rlock::redis

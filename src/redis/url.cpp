@@ -1,0 +1,186 @@
+#include "redis/url.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <climits>
+
+namespace rlock::redis {
+namespace {
+
+bool is_unreserved(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int high = hex_value(text[i + 1]);
+    const int low = hex_value(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+std::string percent_encode(std::string_view text, bool keep_slash) {
+  std::string out;
+  for (const char c : text) {
+    if (is_unreserved(c) || (keep_slash && c == '/')) {
+      out += c;
+    } else {
+      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    }
+  }
+  return out;
+}
+
+/// Digits only (no sign, no spaces), within [min, max].
+std::optional<int> parse_number(std::string_view text, int min, int max) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value < min || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool is_hostname(std::string_view host) {
+  for (const char c : host) {
+    if (!is_unreserved(c) || c == '~') return false;
+  }
+  return !host.empty();
+}
+
+/// The text of a URL that did not parse, without what would be its password:
+/// everything between the first ':' of the user info and the last '@'.
+std::string redact_text(std::string_view text) {
+  const std::size_t scheme_end = text.find("://");
+  const std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  const std::size_t at = text.rfind('@');
+  if (at == std::string_view::npos || at < start) return std::string(text);
+  const std::size_t colon = text.find(':', start);
+  if (colon == std::string_view::npos || colon > at) return std::string(text);
+  // Without a user, the '@' goes too: `redis://:secret@host` → `redis://host`.
+  return fmt::format("{}{}", text.substr(0, colon), text.substr(colon == start ? at + 1 : at));
+}
+
+/// Splits `user[:password]` into the URL's percent-decoded user and password;
+/// an empty part counts as absent (`redis://:secret@host` has no user).
+bool parse_userinfo(std::string_view info, Url& url) {
+  const std::size_t colon = info.find(':');
+  auto user = percent_decode(info.substr(0, colon));
+  if (!user) return false;
+  if (!user->empty()) url.user = std::move(*user);
+  if (colon == std::string_view::npos) return true;
+  auto password = percent_decode(info.substr(colon + 1));
+  if (!password) return false;
+  if (!password->empty()) url.password = std::move(*password);
+  return true;
+}
+
+/// `host[:port][/db]` after the user info.
+const char* parse_tcp(std::string_view rest, Url& url) {
+  std::string_view host;
+  if (rest.starts_with('[')) {
+    const std::size_t close = rest.find(']');
+    if (close == std::string_view::npos) return "unterminated IPv6 address";
+    host = rest.substr(1, close - 1);
+    in6_addr address{};
+    if (inet_pton(AF_INET6, std::string(host).c_str(), &address) != 1) {
+      return "invalid IPv6 address";
+    }
+    rest.remove_prefix(close + 1);
+  } else {
+    host = rest.substr(0, rest.find_first_of(":/"));
+    if (host.empty()) return "missing host";
+    if (!is_hostname(host)) return "invalid host";
+    rest.remove_prefix(host.size());
+  }
+  url.host = host;
+  if (rest.starts_with(':')) {
+    const std::string_view port = rest.substr(1, rest.find('/') - 1);
+    const auto value = parse_number(port, 1, 65535);
+    if (!value) return "port must be a number from 1 to 65535";
+    url.port = *value;
+    rest.remove_prefix(1 + port.size());
+  }
+  if (rest.empty() || rest == "/") return nullptr;
+  if (!rest.starts_with('/')) return "unexpected text after the host";
+  const auto db = parse_number(rest.substr(1), 0, INT_MAX);
+  if (!db) return "database must be a non-negative number";
+  url.db = *db;
+  return nullptr;
+}
+
+/// `/path[?db=N]` after `unix://`.
+const char* parse_unix(std::string_view rest, Url& url) {
+  const std::size_t query = rest.find('?');
+  const auto path = percent_decode(rest.substr(0, query));
+  if (!path || !path->starts_with('/') || path->size() < 2) return "missing socket path";
+  url.path = *path;
+  if (query == std::string_view::npos) return nullptr;
+  const std::string_view params = rest.substr(query + 1);
+  if (!params.starts_with("db=")) return "only the db parameter is allowed";
+  const auto db = parse_number(params.substr(3), 0, INT_MAX);
+  if (!db) return "database must be a non-negative number";
+  url.db = *db;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string Url::redacted() const {
+  if (scheme == Scheme::unix_socket) {
+    return db == 0 ? fmt::format("unix://{}", percent_encode(path, true))
+                   : fmt::format("unix://{}?db={}", percent_encode(path, true), db);
+  }
+  const std::string who = user ? percent_encode(*user, false) + "@" : "";
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return fmt::format("{}://{}{}{}{}:{}/{}", scheme == Scheme::tls ? "rediss" : "redis", who,
+                     ipv6 ? "[" : "", host, ipv6 ? "]" : "", port, db);
+}
+
+Result<Url> parse_url(std::string_view text) {
+  Url url;
+  const char* problem = nullptr;
+  if (text.starts_with("unix://")) {
+    url.scheme = Url::Scheme::unix_socket;
+    problem = parse_unix(text.substr(7), url);
+  } else if (text.starts_with("redis://") || text.starts_with("rediss://")) {
+    url.scheme = text.starts_with("rediss://") ? Url::Scheme::tls : Url::Scheme::tcp;
+    std::string_view rest = text.substr(text.find("://") + 3);
+    // The last '@' ends the user info, so an unencoded '@' or '/' in a
+    // password still parses (and is still redacted).
+    if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+      if (!parse_userinfo(rest.substr(0, at), url)) problem = "invalid percent-encoding";
+      rest.remove_prefix(at + 1);
+    }
+    if (!problem) problem = parse_tcp(rest, url);
+  } else {
+    problem = "the scheme must be redis://, rediss:// or unix://";
+  }
+  if (problem)
+    return fail(Error::Code::usage, fmt::format("invalid URL {}: {}", redact_text(text), problem));
+  return url;
+}
+
+}  // namespace rlock::redis

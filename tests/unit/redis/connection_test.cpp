@@ -1,0 +1,37 @@
+#include "redis/connection.h"
+
+#include <gtest/gtest.h>
+
+namespace rlock::redis {
+namespace {
+
+TEST(Script, HashesBodyAsRedisDoes) {
+  // SHA1 of "return 1", as `SCRIPT LOAD "return 1"` answers.
+  EXPECT_EQ(Script("return 1").sha1, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+}
+
+TEST(ClassifyServerError, AuthenticationFailuresAreAuth) {
+  for (const char* message :
+       {"WRONGPASS invalid username-password pair or user is disabled.",
+        "NOAUTH Authentication required.", "NOPERM this user has no permissions to run the 'eval'",
+        "ERR invalid password"}) {
+    EXPECT_EQ(classify_server_error(message).code, Error::Code::auth) << message;
+  }
+}
+
+TEST(ClassifyServerError, OtherErrorsAreServerErrorsWithTheirMessage) {
+  for (const char* message :
+       {"WRONGTYPE Operation against a key holding the wrong kind of value",
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "READONLY You can't write against a read only replica.", "MOVED 3999 127.0.0.1:6381",
+        "LOADING Redis is loading the dataset in memory", "BUSY Redis is busy running a script.",
+        "NOSCRIPT No matching script.", "CLUSTERDOWN The cluster is down",
+        "ERR Error running script"}) {
+    const Error error = classify_server_error(message);
+    EXPECT_EQ(error.code, Error::Code::server) << message;
+    EXPECT_EQ(error.message, message);
+  }
+}
+
+}  // namespace
+}  // namespace rlock::redis

@@ -1,0 +1,151 @@
+#include "redis/resp.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace rlock::redis {
+namespace {
+
+using namespace std::string_literals;
+
+/// Decodes `bytes`, fed at once, expecting exactly one complete reply.
+Reply decode(std::string_view bytes) {
+  RespReader reader;
+  reader.feed(bytes);
+  auto reply = reader.next();
+  EXPECT_TRUE(reply.has_value()) << reply.error().message;
+  EXPECT_TRUE(reply.has_value() && reply->has_value()) << "incomplete reply";
+  return reply && *reply ? **reply : Reply{};
+}
+
+Error malformed(std::string_view bytes) {
+  RespReader reader;
+  reader.feed(bytes);
+  auto reply = reader.next();
+  EXPECT_FALSE(reply.has_value()) << "decoded " << bytes;
+  return reply ? Error{} : reply.error();
+}
+
+TEST(RespReader, DecodesStatus) {
+  const Reply reply = decode("+OK\r\n");
+  EXPECT_EQ(reply.type, Reply::Type::status);
+  EXPECT_EQ(reply.str, "OK");
+}
+
+TEST(RespReader, DecodesError) {
+  const Reply reply = decode("-WRONGTYPE Operation against a key\r\n");
+  EXPECT_TRUE(reply.is_error());
+  EXPECT_EQ(reply.str, "WRONGTYPE Operation against a key");
+}
+
+TEST(RespReader, DecodesIntegers) {
+  EXPECT_EQ(decode(":42\r\n").integer, 42);
+  EXPECT_EQ(decode(":-9223372036854775808\r\n").integer, INT64_MIN);
+  EXPECT_EQ(decode(":0\r\n").type, Reply::Type::integer);
+}
+
+TEST(RespReader, DecodesBulkString) {
+  const Reply reply = decode("$5\r\nhello\r\n");
+  EXPECT_EQ(reply.type, Reply::Type::string);
+  EXPECT_EQ(reply.str, "hello");
+  EXPECT_EQ(decode("$0\r\n\r\n").str, "");
+}
+
+TEST(RespReader, BulkStringKeepsBinaryBytes) {
+  const std::string payload = "a\r\nb\0c\xff"s;
+  const Reply reply = decode("$7\r\n"s + payload + "\r\n");
+  EXPECT_EQ(reply.str, payload);
+  EXPECT_EQ(reply.str.size(), 7u);
+}
+
+TEST(RespReader, DecodesNilBulkAndNilArray) {
+  EXPECT_TRUE(decode("$-1\r\n").is_nil());
+  EXPECT_TRUE(decode("*-1\r\n").is_nil());
+}
+
+TEST(RespReader, DecodesNestedArrays) {
+  const Reply reply = decode("*3\r\n:1\r\n*2\r\n$1\r\na\r\n$-1\r\n*0\r\n");
+  ASSERT_EQ(reply.type, Reply::Type::array);
+  ASSERT_EQ(reply.elements.size(), 3u);
+  EXPECT_EQ(reply.elements[0].integer, 1);
+  ASSERT_EQ(reply.elements[1].elements.size(), 2u);
+  EXPECT_EQ(reply.elements[1].elements[0].str, "a");
+  EXPECT_TRUE(reply.elements[1].elements[1].is_nil());
+  EXPECT_EQ(reply.elements[2].type, Reply::Type::array);
+  EXPECT_TRUE(reply.elements[2].elements.empty());
+}
+
+TEST(RespReader, AssemblesReplyFedByteByByte) {
+  const std::string bytes = "*2\r\n$4\r\nab\r\n\r\n:7\r\n";
+  RespReader reader;
+  for (std::size_t i = 0; i + 1 < bytes.size(); ++i) {
+    reader.feed(bytes.substr(i, 1));
+    auto reply = reader.next();
+    ASSERT_TRUE(reply.has_value()) << reply.error().message;
+    ASSERT_FALSE(reply->has_value()) << "complete after " << i + 1 << " bytes";
+  }
+  reader.feed(bytes.substr(bytes.size() - 1));
+  auto reply = reader.next();
+  ASSERT_TRUE(reply.has_value() && reply->has_value());
+  EXPECT_EQ((*reply)->elements[0].str, "ab\r\n");
+  EXPECT_EQ((*reply)->elements[1].integer, 7);
+}
+
+TEST(RespReader, ReturnsPipelinedRepliesInOrder) {
+  RespReader reader;
+  reader.feed("+OK\r\n:1\r\n$1\r");
+  EXPECT_EQ(reader.next().value()->str, "OK");
+  EXPECT_EQ(reader.next().value()->integer, 1);
+  EXPECT_FALSE(reader.next().value().has_value());
+  reader.feed("\nx\r\n");
+  EXPECT_EQ(reader.next().value()->str, "x");
+  EXPECT_FALSE(reader.next().value().has_value());
+}
+
+TEST(RespReader, TruncatedReplyNeedsMoreBytes) {
+  for (const char* bytes : {"", "+OK", "+OK\r", "$5\r\nhel", "$5\r\nhello\r", "*2\r\n:1\r\n"}) {
+    RespReader reader;
+    reader.feed(bytes);
+    auto reply = reader.next();
+    ASSERT_TRUE(reply.has_value()) << bytes;
+    EXPECT_FALSE(reply->has_value()) << bytes;
+  }
+}
+
+TEST(RespReader, RejectsUnknownTypeByte) {
+  const Error error = malformed("!oops\r\n");
+  EXPECT_EQ(error.code, Error::Code::protocol);
+  EXPECT_NE(error.message.find("malformed reply"), std::string::npos) << error.message;
+}
+
+TEST(RespReader, RejectsBadLengths) {
+  EXPECT_EQ(malformed("$abc\r\nxyz\r\n").code, Error::Code::protocol);
+  EXPECT_EQ(malformed("*x\r\n").code, Error::Code::protocol);
+}
+
+TEST(RespReader, StaysBrokenAfterProtocolError) {
+  RespReader reader;
+  reader.feed("?\r\n");
+  EXPECT_FALSE(reader.next().has_value());
+  reader.feed("+OK\r\n");
+  EXPECT_FALSE(reader.next().has_value());
+}
+
+TEST(FormatCommand, EncodesArgumentsAsBulkStrings) {
+  const std::vector<std::string> args{"SET", "k", "v"};
+  EXPECT_EQ(format_command(args), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
+}
+
+TEST(FormatCommand, RoundTripsBinaryArgumentsThroughReader) {
+  const std::vector<std::string> args{"SET", "key\r\n\0with nul"s, "", "%s %d"};
+  RespReader reader;
+  reader.feed(format_command(args));
+  auto reply = reader.next();
+  ASSERT_TRUE(reply.has_value() && reply->has_value());
+  ASSERT_EQ((*reply)->elements.size(), args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) EXPECT_EQ((*reply)->elements[i].str, args[i]);
+}
+
+}  // namespace
+}  // namespace rlock::redis
