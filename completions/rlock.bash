@@ -1,0 +1,151 @@
+# bash completion for rlock(1)                              -*- shell-script -*-
+# Installed as /usr/share/bash-completion/completions/rlock. Completes the
+# commands, each command's options, file names for the options that take a
+# file, and lock names (from `rlock --json status`, asked of the server the
+# command line so far points at, and only if it answers within a second).
+
+_rlock_commands="run acquire renew release status"
+_rlock_global_opts="-u --url --prefix --user --password-file --tls --cacert --cacertdir --cert
+  --key --sni --insecure --connect-timeout --config --json -v --verbose -q --quiet -h --help"
+_rlock_lock_opts="-t --ttl -n --nonblock -w --wait --timeout -E --conflict-exit-code -s --shared
+  -l --limit --owner"
+# Options that take a value (the next word is theirs, not a positional).
+_rlock_valued="-u --url --prefix --user --password-file --cacert --cacertdir --cert --key --sni
+  --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code -l --limit
+  --owner -c --kill-after --min-hold --max-hold --token --holder"
+
+# The options of one command (global options are valid after it too).
+_rlock_command_opts() {
+  case "$1" in
+    run) echo "$_rlock_lock_opts -c --kill-after --min-hold --max-hold" ;;
+    acquire) echo "$_rlock_lock_opts" ;;
+    renew) echo "--token -t --ttl" ;;
+    release) echo "--token --force --holder" ;;
+    status) echo "" ;;
+  esac
+}
+
+# Lock names under the prefix, from the server the typed options point at.
+# Only the connection options are passed on, so nothing else is changed.
+_rlock_lock_names() {
+  local bin="${COMP_WORDS[0]}" i word conn=()
+  # shellcheck disable=SC2088  # a literal "~/" typed on the command line
+  if [[ "$bin" == "~/"* ]]; then bin="$HOME/${bin#\~/}"; fi
+  if ! type -P "$bin" >/dev/null 2>&1; then bin=rlock; fi
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word="${COMP_WORDS[i]}"
+    case "$word" in
+      -u | --url | --prefix | --user | --password-file | --cacert | --cacertdir | --cert | --key | \
+        --sni | --connect-timeout | --config)
+        if ((i + 1 < COMP_CWORD)); then conn+=("$word" "${COMP_WORDS[i + 1]}"); fi
+        ((i++))
+        ;;
+      --url=* | --prefix=* | --user=* | --password-file=* | --cacert=* | --cacertdir=* | \
+        --cert=* | --key=* | --sni=* | --connect-timeout=* | --config=* | --tls | --insecure)
+        conn+=("$word")
+        ;;
+    esac
+  done
+  # 1 s: completion must never hang on an unreachable server.
+  timeout 1 "$bin" "${conn[@]}" --connect-timeout 0.5 --quiet --json status 2>/dev/null </dev/null |
+    grep -o '"name":"\([^"\\]\|\\.\)*"' | sed -e 's/^"name":"//' -e 's/"$//' -e 's/\\"/"/g' \
+    -e 's/\\\\/\\/g'
+}
+
+_rlock() {
+  local cur="${COMP_WORDS[COMP_CWORD]}" prev=""
+  ((COMP_CWORD > 0)) && prev="${COMP_WORDS[COMP_CWORD - 1]}"
+  COMPREPLY=()
+
+  # The value of an option: files where a file is wanted, nothing to guess
+  # for durations, numbers and free text.
+  case "$prev" in
+    --password-file | --cacert | --cert | --key | --config)
+      compopt -o filenames 2>/dev/null
+      mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+      return 0
+      ;;
+    --cacertdir)
+      compopt -o filenames 2>/dev/null
+      mapfile -t COMPREPLY < <(compgen -d -- "$cur")
+      return 0
+      ;;
+    -c)
+      mapfile -t COMPREPLY < <(compgen -c -- "$cur")
+      return 0
+      ;;
+  esac
+  if [[ " ${_rlock_valued//$'\n'/ } " == *" $prev "* ]]; then
+    return 0
+  fi
+
+  # Find the command word and the positionals typed after it.
+  local i word command="" positionals=0 dashdash=0
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word="${COMP_WORDS[i]}"
+    if ((dashdash)); then
+      ((positionals++))
+      continue
+    fi
+    case "$word" in
+      --) [[ "$command" == run ]] && dashdash=1 ;;
+      -*)
+        if [[ " ${_rlock_valued//$'\n'/ } " == *" $word "* ]]; then ((i++)); fi
+        ;;
+      *)
+        if [[ -z "$command" ]]; then
+          command="$word"
+        else
+          ((positionals++))
+        fi
+        ;;
+    esac
+  done
+
+  if [[ -z "$command" ]]; then
+    if [[ "$cur" == -* ]]; then
+      mapfile -t COMPREPLY < <(compgen -W "$_rlock_global_opts -V --version" -- "$cur")
+    else
+      mapfile -t COMPREPLY < <(compgen -W "$_rlock_commands" -- "$cur")
+    fi
+    return 0
+  fi
+
+  # `run NAME [--] COMMAND...`: after the name, complete the command to run.
+  if [[ "$command" == run ]] && ((dashdash || positionals >= 2)); then
+    compopt -o filenames 2>/dev/null
+    if ((positionals == 1)); then
+      mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
+    else
+      mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+    fi
+    return 0
+  fi
+  if [[ "$command" == run ]] && ((positionals == 1)) && [[ "$cur" != -* ]]; then
+    mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
+    return 0
+  fi
+
+  if [[ "$cur" == -* ]]; then
+    mapfile -t COMPREPLY < <(compgen -W "$(_rlock_command_opts "$command") $_rlock_global_opts" \
+      -- "$cur")
+    return 0
+  fi
+
+  case "$command" in
+    run | acquire | renew | release)
+      ((positionals == 0)) || return 0
+      ;;
+    status) ;;
+    *) return 0 ;;
+  esac
+  # Filtered by hand, not with compgen -W, which would expand and unquote
+  # names; names may hold spaces and quotes, so what is inserted is quoted.
+  local name
+  while IFS= read -r name; do
+    [[ -n "$name" && "$name" == "$cur"* ]] && COMPREPLY+=("$(printf '%q' "$name")")
+  done < <(_rlock_lock_names)
+  return 0
+}
+
+complete -F _rlock rlock

@@ -1,0 +1,156 @@
+# fish completion for rlock(1). Installed as
+# /usr/share/fish/vendor_completions.d/rlock.fish. Completes commands,
+# options, file names for the options that take a file, and lock names (from
+# `rlock --json status`, asked of the server the command line points at, and
+# only if it answers within a second).
+
+set -l __rlock_commands run acquire renew release status
+
+# Prints the command word and then the positionals typed after it (option
+# values skipped), one per line.
+function __rlock_words
+    set -l tokens (commandline -opc)
+    set -l valued -u --url --prefix --user --password-file --cacert --cacertdir --cert --key \
+        --sni --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code \
+        -l --limit --owner -c --kill-after --min-hold --max-hold --token --holder
+    set -l skip 0
+    set -l dashdash 0
+    for token in $tokens[2..-1]
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        if test $dashdash = 0
+            if test "$token" = --
+                set dashdash 1
+                continue
+            end
+            if contains -- $token $valued
+                set skip 1
+                continue
+            end
+            if string match -q -- '-*' $token
+                continue
+            end
+        end
+        echo $token
+    end
+end
+
+function __rlock_no_command
+    test (count (__rlock_words)) -eq 0
+end
+
+# True where a lock name is wanted: the first positional of run, acquire,
+# renew and release; any positional of status.
+function __rlock_wants_name
+    set -l words (__rlock_words)
+    switch "$words[1]"
+        case status
+            return 0
+        case run acquire renew release
+            test (count $words) -eq 1
+            return
+    end
+    return 1
+end
+
+# True once `run NAME` is typed: what follows is the command to run.
+function __rlock_in_run_command
+    set -l words (__rlock_words)
+    test "$words[1]" = run; and test (count $words) -ge 2
+end
+
+# True right after `run NAME` (or `run NAME --`): the program to run.
+function __rlock_run_wants_command
+    set -l words (__rlock_words)
+    test "$words[1]" = run; and test (count $words) -eq 2
+end
+
+function __rlock_lock_names
+    set -l tokens (commandline -opc)
+    set -l bin $tokens[1]
+    command -q $bin; or test -x "$bin"; or set bin rlock
+    set -l conn
+    set -l i 2
+    while test $i -le (count $tokens)
+        set -l token $tokens[$i]
+        switch $token
+            case -u --url --prefix --user --password-file --cacert --cacertdir --cert --key \
+                --sni --connect-timeout --config
+                set i (math $i + 1)
+                if test $i -le (count $tokens)
+                    set conn $conn $token $tokens[$i]
+                end
+            case '--url=*' '--prefix=*' '--user=*' '--password-file=*' '--cacert=*' \
+                '--cacertdir=*' '--cert=*' '--key=*' '--sni=*' '--connect-timeout=*' \
+                '--config=*' --tls --insecure
+                set conn $conn $token
+        end
+        set i (math $i + 1)
+    end
+    # 1 s: completion must never hang on an unreachable server.
+    timeout 1 $bin $conn --connect-timeout 0.5 --quiet --json status 2>/dev/null </dev/null |
+        string match -ra '"name":"(?:[^"\\\\]|\\\\.)*"' |
+        string replace -r '^"name":"(.*)"$' '$1' |
+        string replace -a '\\"' '"' |
+        string replace -a '\\\\' '\\'
+end
+
+# No file names except where a file is wanted and after `run NAME`.
+complete -c rlock -n 'not __rlock_in_run_command' -f
+
+# Commands.
+complete -c rlock -n __rlock_no_command -a run -d 'Run a command while holding a lock'
+complete -c rlock -n __rlock_no_command -a acquire -d 'Take a lock and print its token'
+complete -c rlock -n __rlock_no_command -a renew -d 'Extend a lock held with TOKEN'
+complete -c rlock -n __rlock_no_command -a release -d 'Release a lock (token or --force)'
+complete -c rlock -n __rlock_no_command -a status -d 'Show holders and waiters of locks'
+complete -c rlock -n __rlock_no_command -s V -l version -d 'Print version information'
+complete -c rlock -s h -l help -d 'Print help'
+
+# Lock names, and the command to run after `run NAME`.
+complete -c rlock -n __rlock_wants_name -a '(__rlock_lock_names)' -d 'lock'
+complete -c rlock -n __rlock_run_wants_command -a '(__fish_complete_command)'
+
+# Global options (before or after the command).
+complete -c rlock -s u -l url -x -d 'Redis URL (redis://, rediss://, unix://)'
+complete -c rlock -l prefix -x -d 'Key namespace (default rlock:)'
+complete -c rlock -l user -x -d 'ACL user name'
+complete -c rlock -l password-file -r -F -d 'Read the password from this file'
+complete -c rlock -l tls -d 'Use TLS'
+complete -c rlock -l cacert -r -F -d 'CA certificate file'
+complete -c rlock -l cacertdir -x -a '(__fish_complete_directories)' -d 'Directory of CA certificates'
+complete -c rlock -l cert -r -F -d 'Client certificate (PEM)'
+complete -c rlock -l key -r -F -d 'Client private key (PEM)'
+complete -c rlock -l sni -x -d 'TLS server name'
+complete -c rlock -l insecure -d "Don't verify the server's certificate"
+complete -c rlock -l connect-timeout -x -d 'Per connection attempt (default 2s)'
+complete -c rlock -l config -r -F -d 'Config file'
+complete -c rlock -l json -d 'One JSON document on stdout'
+complete -c rlock -s v -l verbose -d 'More on stderr'
+complete -c rlock -s q -l quiet -d 'Less on stderr'
+
+# Lock options (acquire and run).
+set -l __rlock_locking '__fish_seen_subcommand_from run acquire; and not __rlock_in_run_command'
+complete -c rlock -n $__rlock_locking -s t -l ttl -x -d 'Lease length (default 30s)'
+complete -c rlock -n $__rlock_locking -s n -l nonblock -d 'Fail at once if the lock is busy'
+complete -c rlock -n $__rlock_locking -s w -l wait -x -d 'Give up waiting after DURATION'
+complete -c rlock -n $__rlock_locking -l timeout -x -d 'Give up waiting after DURATION'
+complete -c rlock -n $__rlock_locking -s E -l conflict-exit-code -x -d 'Exit code when busy (default 75)'
+complete -c rlock -n $__rlock_locking -s s -l shared -d 'Shared (read) lock'
+complete -c rlock -n $__rlock_locking -s l -l limit -x -d 'Counting semaphore: up to N holders'
+complete -c rlock -n $__rlock_locking -l owner -x -d 'Free text shown by status'
+
+# Run options.
+set -l __rlock_running '__fish_seen_subcommand_from run; and not __rlock_in_run_command'
+complete -c rlock -n $__rlock_running -s c -x -a '(__fish_complete_command)' -d 'Run CMD with /bin/sh -c'
+complete -c rlock -n $__rlock_running -l kill-after -x -d 'Grace between SIGTERM and SIGKILL'
+complete -c rlock -n $__rlock_running -l min-hold -x -d 'Keep the lock at least DURATION'
+complete -c rlock -n $__rlock_running -l max-hold -x -d 'Stop renewing after DURATION'
+
+# renew and release.
+complete -c rlock -n '__fish_seen_subcommand_from renew release' -l token -x -d 'The token printed by acquire'
+complete -c rlock -n '__fish_seen_subcommand_from renew' -s t -l ttl -x -d 'New lease length from now'
+complete -c rlock -n '__fish_seen_subcommand_from release' -l force -d 'Evict the holder(s) whatever their token'
+complete -c rlock -n '__fish_seen_subcommand_from release' -l holder -x -d 'With --force: evict only this holder id'

@@ -1,0 +1,59 @@
+# Debian package: `cpack -G DEB` in a build directory makes
+# rlock_VERSION_ARCH.deb with
+#   /usr/bin/rlock
+#   /usr/share/man/man1/rlock.1.gz
+#   /usr/share/bash-completion/completions/rlock
+#   /usr/share/zsh/vendor-completions/_rlock
+#   /usr/share/fish/vendor_completions.d/rlock.fish
+# The files are the ones the top-level CMakeLists.txt installs; this file only
+# describes the package. Included (OPTIONAL) at the end of CMakeLists.txt.
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME rlock)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "distributed lock on Redis for shell scripts, cron jobs and CI")
+# Overridable at configure time: -DRLOCK_PACKAGE_MAINTAINER="Name <mail>".
+set(RLOCK_PACKAGE_MAINTAINER "rlock maintainers <rlock@localhost>"
+    CACHE STRING "Maintainer field of the Debian package")
+set(CPACK_PACKAGE_CONTACT "${RLOCK_PACKAGE_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${RLOCK_PACKAGE_MAINTAINER}")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# The package ships the binary, not its debug information.
+set(CPACK_STRIP_FILES TRUE)
+
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# Depends is computed by dpkg-shlibdeps (package dpkg-dev) from the libraries
+# the binary links: libhiredis, libssl, libfmt, libstdc++, libc.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server")
+# The long description; CPack puts the summary line first and indents the
+# rest as deb-control(5) wants.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+    "rlock is flock(1) for many machines: `rlock run NAME -- COMMAND` runs the
+command while holding a lock named NAME on a Redis server, so that a cron
+job, a deployment or a CI job runs on one host at a time. Locks are leases
+renewed while the command runs; the command is terminated before its lease
+could expire. Waiters are served first come, first served. Also semaphores
+(--limit N), shared locks, fencing tokens, and status and forced release
+for operators.")
+
+# Debian compresses manual pages. CMakeLists.txt installs man/rlock.1 as it is
+# (right for `cmake --install`); in the package's staging tree it is gzipped
+# just before the .deb is made. -n: no name or time stamp, so the package is
+# reproducible.
+set(RLOCK_GZIP_MAN_SCRIPT ${CMAKE_BINARY_DIR}/packaging/gzip-man.cmake)
+file(WRITE ${RLOCK_GZIP_MAN_SCRIPT} [=[
+file(GLOB_RECURSE pages "${CPACK_TEMPORARY_INSTALL_DIRECTORY}/*/share/man/man1/*.1")
+foreach(page IN LISTS pages)
+  execute_process(COMMAND gzip -9nf "${page}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gzip ${page} failed")
+  endif()
+endforeach()
+]=])
+set(CPACK_PRE_BUILD_SCRIPTS ${RLOCK_GZIP_MAN_SCRIPT})
+
+include(CPack)

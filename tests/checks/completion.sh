@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Checks the shell completions in completions/. bash: sources rlock.bash,
+# fills COMP_WORDS/COMP_CWORD as bash would, calls _rlock and checks the
+# COMPREPLY candidates: commands at position 1, options per command, files
+# after --password-file, and lock names from a private redis-server this
+# script starts (and stops). zsh and fish: syntax (and, for fish, the same
+# candidates) when those shells are installed; skipped with a note otherwise.
+# Binary: $RLOCK_BIN, else $BUILD_DIR/rlock, else build/rlock.
+set -euo pipefail
+REPO="${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+RLOCK="${RLOCK_BIN:-${BUILD_DIR:-$REPO/build}/rlock}"
+[[ -x "$RLOCK" ]] || { echo "completion.sh: no binary at $RLOCK" >&2; exit 1; }
+RLOCK="$(cd "$(dirname "$RLOCK")" && pwd)/$(basename "$RLOCK")"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/rlock-completion.XXXXXX")"
+redis_pid=""
+cleanup() {
+  if [[ -n "$redis_pid" ]]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+failures=0
+checked=0
+fail() {
+  echo "completion.sh: FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# --- a private server with three locks ---------------------------------------
+port=""
+for _ in 1 2 3 4 5; do
+  candidate=$((20000 + RANDOM % 30000))
+  redis-server --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$work" --logfile "$work/redis.log" </dev/null >/dev/null 2>&1 &
+  redis_pid=$!
+  for ((i = 0; i < 100; i++)); do
+    if [[ "$(redis-cli -p "$candidate" ping 2>/dev/null)" == PONG ]]; then port=$candidate; break; fi
+    kill -0 "$redis_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  [[ -n "$port" ]] && break
+  kill "$redis_pid" 2>/dev/null || true
+  wait "$redis_pid" 2>/dev/null || true
+  redis_pid=""
+done
+[[ -n "$port" ]] || { echo "completion.sh: could not start redis-server" >&2; exit 1; }
+unset REDIS_URL RLOCK_PREFIX RLOCK_PASSWORD REDISCLI_AUTH RLOCK_CONFIG RLOCK_CONNECT_TIMEOUT
+export HOME="$work" RLOCK_URL="redis://127.0.0.1:$port/0"
+for name in nightly-report deploy-prod "build cache"; do
+  "$RLOCK" acquire -t 120s "$name" >/dev/null
+done
+"$RLOCK" --prefix other: acquire -t 120s elsewhere >/dev/null
+
+# Completion runs `rlock` (COMP_WORDS[0]) from PATH.
+ln -s "$RLOCK" "$work/rlock"
+export PATH="$work:$PATH"
+mkdir -p "$work/files" && touch "$work/files/secret.pw" "$work/files/server.pem"
+
+# --- bash ------------------------------------------------------------------------
+# shellcheck source=completions/rlock.bash
+source "$REPO/completions/rlock.bash"
+[[ "$(complete -p rlock)" == *"-F _rlock"* ]] || fail "bash: _rlock is not registered for rlock"
+
+# complete_bash WORD...: the candidates _rlock offers for the last word.
+complete_bash() {
+  COMP_WORDS=("$@")
+  COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+  COMP_LINE="$*"
+  COMP_POINT=${#COMP_LINE}
+  COMPREPLY=()
+  _rlock
+  printf '%s\n' "${COMPREPLY[@]}" | LC_ALL=C sort
+}
+
+# expect SHELL "WORDS" "EXPECTED CANDIDATES (newline-separated, sorted)"
+expect() {
+  local shell="$1" words="$2" want="$3" got
+  checked=$((checked + 1))
+  if [[ "$shell" == bash ]]; then
+    eval "got=\"\$(complete_bash $words)\""
+  else
+    got="$(cd "$work/files/.." && fish -c "source '$REPO/completions/rlock.fish'; complete -C \"$4\"" |
+      cut -f1 | LC_ALL=C sort)"
+  fi
+  if [[ "$got" != "$want" ]]; then
+    fail "$shell: '$words' offered [${got//$'\n'/|}], expected [${want//$'\n'/|}]"
+  fi
+}
+
+nl=$'\n'
+expect bash "rlock ''" "acquire${nl}release${nl}renew${nl}run${nl}status"
+expect bash "rlock re" "release${nl}renew"
+expect bash "rlock --json st" "status"
+expect bash "rlock acquire --t" "--timeout${nl}--tls${nl}--ttl"
+expect bash "rlock run --k" "--key${nl}--kill-after"
+expect bash "rlock run --m" "--max-hold${nl}--min-hold"
+expect bash "rlock release --f" "--force"
+expect bash "rlock renew x --to" "--token"
+expect bash "rlock status ''" "build\\ cache${nl}deploy-prod${nl}nightly-report"
+expect bash "rlock release n" "nightly-report"
+expect bash "rlock -u $RLOCK_URL run -n d" "deploy-prod"
+expect bash "rlock --prefix other: status ''" "elsewhere"
+expect bash "rlock release nightly-report ''" ""
+expect bash "rlock -u redis://127.0.0.1:1/0 status ''" ""
+expect bash "rlock acquire --ttl ''" ""
+expect bash "rlock --password-file $work/files/sec" "$work/files/secret.pw"
+expect bash "rlock status --cacert $work/files/ser" "$work/files/server.pem"
+expect bash "rlock run job -- true" "true"
+echo "bash: $checked completions checked (commands, options per command, files, lock names from a live server)"
+
+# --- zsh and fish -------------------------------------------------------------------
+if command -v zsh >/dev/null; then
+  zsh -n "$REPO/completions/_rlock" || fail "zsh: syntax error in completions/_rlock"
+  head -1 "$REPO/completions/_rlock" | grep -qx '#compdef rlock' || fail "zsh: first line is not '#compdef rlock'"
+  echo "zsh: completions/_rlock parses"
+else
+  echo "zsh: not installed, completions/_rlock not checked"
+fi
+if command -v fish >/dev/null; then
+  fish -n "$REPO/completions/rlock.fish" || fail "fish: syntax error in completions/rlock.fish"
+  before=$checked
+  expect fish "rlock ''" "acquire${nl}release${nl}renew${nl}run${nl}status" "rlock "
+  expect fish "rlock acquire --t" "--timeout${nl}--tls${nl}--ttl" "rlock acquire --t"
+  expect fish "rlock status ''" "build cache${nl}deploy-prod${nl}nightly-report" "rlock status "
+  expect fish "rlock release --force n" "nightly-report" "rlock release --force n"
+  echo "fish: completions/rlock.fish parses; $((checked - before)) completions checked"
+else
+  echo "fish: not installed, completions/rlock.fish not checked"
+fi
+
+if ((failures)); then
+  echo "completion.sh: $failures of $checked checks failed" >&2
+  exit 1
+fi
+echo "completion: all $checked checks passed"

@@ -1,0 +1,169 @@
+#!/usr/bin/env bats
+# Operator features: listing every lock, forced release and its audit record,
+# evicting one holder of a semaphore, and --version.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+}
+
+# make_locks PREFIX COUNT: COUNT held locks under PREFIX, named bulk-00001...,
+# plus three names that need escaping in keys, made in one `redis-cli --pipe`
+# that runs the real lock script (EVALSHA, same KEYS and ARGV as rlock), so
+# that thousands of locks take a second instead of thousands of processes.
+make_locks() {
+  local prefix="$1" count="$2" sha
+  sha="$(redis-cli -p "$REDIS_PORT" -x SCRIPT LOAD <"$REPO/src/lock/scripts/lock.lua")"
+  "$PYTHON" - "$prefix" "$count" "$sha" <<'EOF' >"$BATS_TEST_TMPDIR/pipe.resp"
+import sys
+prefix, count, sha = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out = sys.stdout.buffer
+
+def netstrings(*fields):
+    return "".join(f"{len(f.encode())}:{f}" for f in fields)
+
+def escape(name):
+    return name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+def command(*args):
+    parts = [a.encode() for a in args]
+    out.write(b"*%d\r\n" % len(parts))
+    for p in parts:
+        out.write(b"$%d\r\n%s\r\n" % (len(p), p))
+
+names = [f"bulk-{i:05d}" for i in range(1, count + 1)]
+names += ["bulk {braces}", "bulk 100%", "bulk %7B not escaped"]
+for i, name in enumerate(names):
+    base = f"{prefix}{{{escape(name)}}}:"
+    keys = [base + s for s in "h s q x l i m f a".split()]
+    blob = netstrings("bulk-owner", "gen-host", str(1000 + i), f"job {i}")
+    command("EVALSHA", sha, "9", *keys, "acquire", f"{i:032x}", "exclusive", "1",
+            "600000", blob, "0", "3000")
+EOF
+  run redis-cli -p "$REDIS_PORT" --pipe <"$BATS_TEST_TMPDIR/pipe.resp"
+  assert_success
+  assert_output --partial "errors: 0, replies: $((count + 3))"
+}
+
+@test "status: with no lock prints nothing, and --json an empty list" {
+  rl 0 status
+  assert_output ''
+  rl 0 status --json
+  assert_json
+  assert_equal "$(json 'd["locks"]')" '[]'
+}
+
+@test "status: lists 3000 locks as text, one row each, sorted by name" {
+  make_locks bulk: 3000
+  rl 0 --prefix bulk: status
+  # A header, then one row per lock.
+  assert_equal "${#lines[@]}" 3004
+  assert_regex "${lines[0]}" '^NAME +MODE +HOLDERS +OWNER'
+  assert_regex "${lines[1]}" '^bulk %7B not escaped +exclusive +1 +bulk-owner'
+  assert_regex "${lines[4]}" '^bulk-00001 +exclusive +1 +bulk-owner '
+  assert_regex "${lines[3003]}" '^bulk-03000 +exclusive +1 +bulk-owner '
+  assert_equal "$(printf '%s\n' "${lines[@]:1}" | grep -c ' bulk-owner ')" 3003
+  # Locks under another prefix are not listed.
+  rl 0 status
+  assert_output ''
+}
+
+@test "status --json: lists 3000 locks as one valid JSON document" {
+  make_locks bulk: 3000
+  rl 0 --prefix bulk: --json status
+  assert_json
+  # $output is too large for an argument: python reads it on stdin.
+  run "$PYTHON" -c '
+import json, sys
+d = json.load(sys.stdin)
+locks = d["locks"]
+names = [l["name"] for l in locks]
+assert names == sorted(names), "not sorted"
+assert all(l["held"] and len(l["holders"]) == 1 for l in locks), "a lock is not held"
+h = locks[-1]["holders"][0]
+print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["command"])
+' <<<"$output"
+  assert_success
+  assert_output "3003 bulk %7B not escaped bulk 100% bulk {braces} | bulk-owner gen-host job 2999"
+}
+
+@test "release --force: prints the evicted holder, and status shows who forced it" {
+  rl 0 acquire stuck --owner alice-deploy -t 60s
+  local token="$output"
+  rl 0 release stuck --force
+  assert_output --regexp "^evicted [0-9a-f]{8} from lock 'stuck': alice-deploy \(pid [0-9]+"
+  assert_equal "${#lines[@]}" 1
+  # The evicted holder's token no longer holds anything.
+  rl 1 renew stuck --token "$token"
+
+  rl 1 status stuck
+  assert_line --index 0 "lock 'stuck': free (last fence 1)"
+  assert_line --regexp "^  force-released [0-9.]+m?s ago by $(id -un)@$(hostname) on $(hostname): [0-9a-f]{8} alice-deploy"
+
+  rl 1 status stuck --json
+  assert_json
+  assert_equal "$(json 'd["held"]')" false
+  assert_equal "$(json 'd["forced"]["by"]["owner"]')" "$(id -un)@$(hostname)"
+  assert_equal "$(json 'd["forced"]["evicted"][0]["owner"]')" alice-deploy
+  assert_equal "$(json 'd["forced"]["evicted"][0]["fence"]')" 1
+}
+
+@test "release --force: a free lock evicts nobody and exits 1" {
+  rl 1 release nobody-home --force --json
+  assert_json
+  assert_equal "$(json 'd["released"]')" false
+  assert_equal "$(json 'd["evicted"]')" '[]'
+  rl 1 status nobody-home --json
+  assert_equal "$(json 'd["forced"]')" null
+}
+
+@test "release --force --holder: evicts only that holder of a --limit 2 lock" {
+  rl 0 acquire pool -l 2 --owner first --json
+  local token1 id1
+  token1="$(json 'd["token"]')"
+  id1="$(json 'd["id"]')"
+  rl 0 acquire pool -l 2 --owner second --json
+  local token2 id2
+  token2="$(json 'd["token"]')"
+  id2="$(json 'd["id"]')"
+
+  rl 0 release pool --force --holder "$id1"
+  assert_output --regexp "^evicted $id1 from lock 'pool': first "
+  assert_equal "${#lines[@]}" 1
+
+  rl 0 status pool --json
+  assert_equal "$(json '[h["id"] for h in d["holders"]]')" "[\"$id2\"]"
+  assert_equal "$(json 'd["mode"]')" semaphore/2
+  assert_equal "$(json '[h["owner"] for h in d["forced"]["evicted"]]')" '["first"]'
+  rl 1 renew pool --token "$token1"
+  rl 0 renew pool --token "$token2"
+  # The freed place can be taken again.
+  rl 0 acquire pool -l 2 -n
+}
+
+@test "release --force --holder: an unknown id evicts nobody and exits 1" {
+  rl 0 acquire kept -l 2
+  rl 1 release kept --force --holder 00000000
+  assert_output ''
+  assert_stderr --partial "no holder with id 00000000"
+  rl 0 status kept --json
+  assert_equal "$(json 'len(d["holders"])')" 1
+}
+
+@test "--version: prints the version, the commit, and the hiredis and OpenSSL versions" {
+  rl 0 --version
+  local version
+  version="$(sed -n 's/^project(rlock VERSION \([0-9.]*\).*/\1/p' "$REPO/CMakeLists.txt")"
+  assert_line --index 0 --regexp "^rlock $version \(commit ([0-9a-f]{7,40}|unknown)\)$"
+  assert_line --index 1 --regexp '^hiredis [0-9]+\.[0-9]+\.[0-9]+, OpenSSL [0-9]+\.[0-9]+\.[0-9]+'
+  assert_stderr ''
+}
