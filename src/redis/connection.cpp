@@ -194,13 +194,17 @@ Millis Connection::command_timeout() const {
 
 Error classify_server_error(std::string_view message) {
   // Redis 6+ says WRONGPASS, NOAUTH or NOPERM; older servers "ERR invalid
-  // password". Everything else (WRONGTYPE, OOM, READONLY, BUSY, LOADING,
-  // MOVED, NOSCRIPT, script errors, ...) is the server refusing the command,
-  // and its message says why.
+  // password"; an ACL refusal inside a script is an ERR with its own words. Everything else
+  // (WRONGTYPE, OOM, READONLY, BUSY, LOADING, MOVED, NOSCRIPT, script errors, ...) is the server
+  // refusing the command, and its message says why.
   const std::string_view prefix = message.substr(0, message.find(' '));
-  const bool auth = prefix == "WRONGPASS" || prefix == "NOAUTH" || prefix == "NOPERM" ||
-                    message.find("invalid password") != std::string_view::npos ||
-                    message.find("invalid username-password pair") != std::string_view::npos;
+  const bool auth =
+      prefix == "WRONGPASS" || prefix == "NOAUTH" || prefix == "NOPERM" ||
+      message.find("invalid password") != std::string_view::npos ||
+      message.find("invalid username-password pair") != std::string_view::npos ||
+      // Redis 7.0 words an ACL refusal inside a script this way.
+      message.find("user executing the script can't run this command") != std::string_view::npos ||
+      message.find("No permissions to") != std::string_view::npos;
   return Error{auth ? Error::Code::auth : Error::Code::server, std::string(message)};
 }
 
