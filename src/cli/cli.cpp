@@ -5,6 +5,7 @@
 #include <openssl/opensslv.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <exception>
 
@@ -85,8 +86,11 @@ int run_main(int argc, char** argv) {
   add(register_status);
   for (auto& [sub, action] : commands) sub->fallthrough();
 
+  // CLI11 takes the arguments in reverse order.
+  auto args = separate_run_command(app, std::vector<std::string>(argv + 1, argv + argc));
+  std::reverse(args.begin(), args.end());
   try {
-    app.parse(argc, argv);
+    app.parse(std::move(args));
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -86,6 +86,12 @@ Action register_release(CLI::App& app, Context& context);
 Action register_status(CLI::App& app, Context& context);
 Action register_run(CLI::App& app, Context& context);
 
+/// `rlock run NAME ls -l`: inserts `--` where the command starts (the second
+/// positional after `run`), so that the command's own options are never
+/// taken for rlock's (`-l` is --limit). `args` excludes argv[0]; other
+/// command lines come back unchanged.
+std::vector<std::string> separate_run_command(const CLI::App& app, std::vector<std::string> args);
+
 /// Prints `rlock: error: MESSAGE` and returns the exit status for the error.
 int report(const Error& error);
 

@@ -1,18 +1,390 @@
+/// `rlock run NAME [options] [--] COMMAND...`: takes the lock, runs the
+/// command under supervision (see src/supervise), releases the lock when the
+/// command ends, and exits with the command's status.
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
 #include "cli/context.h"
+#include "supervise/child.h"
+#include "supervise/environment.h"
+#include "supervise/heartbeat.h"
+#include "supervise/signals.h"
+#include "supervise/supervisor.h"
+#include "supervise/timing.h"
+#include "util/process.h"
+#include "util/signals.h"
+#include "util/token.h"
 
 namespace rlock::cli {
 
+namespace {
+
+using supervise::Timing;
+
+struct RunOptions {
+  LockOptions lock;
+  std::vector<std::string> command;
+  std::optional<std::string> shell_command;  // -c
+  std::optional<std::string> kill_after, min_hold, max_hold;
+};
+
+/// `-c` runs its text with the POSIX shell, as cron and make do.
+constexpr const char* k_shell = "/bin/sh";
+/// status shows the start of a long command line (as for acquire's caller).
+constexpr size_t k_max_command_shown = 256;
+/// Ancestors walked when checking a nested run: far more than any real
+/// process tree is deep, and a bound in case /proc answers nonsense.
+constexpr int k_max_ancestors = 1024;
+
+// --- parsing -----------------------------------------------------------------
+
+Result<std::vector<std::string>> command_argv(const RunOptions& o) {
+  if (o.shell_command && !o.command.empty())
+    return fail(Error::Code::usage, "run: give either -c 'SHELL COMMAND' or COMMAND, not both");
+  if (o.shell_command) return std::vector<std::string>{k_shell, "-c", *o.shell_command};
+  if (o.command.empty())
+    return fail(Error::Code::usage, "run: a command is required (run NAME -- COMMAND [ARG...])");
+  return o.command;
+}
+
+/// The command as status shows it.
+std::string command_line(const RunOptions& o) {
+  std::string line;
+  if (o.shell_command) {
+    line = *o.shell_command;
+  } else {
+    for (const auto& arg : o.command) line += (line.empty() ? "" : " ") + arg;
+  }
+  if (line.size() > k_max_command_shown) line.resize(k_max_command_shown);
+  return line;
+}
+
+Result<std::optional<Millis>> optional_duration(const std::optional<std::string>& text,
+                                                const char* option) {
+  if (!text) return std::optional<Millis>();
+  auto d = parse_duration(*text);
+  if (!d) return fail(Error::Code::usage, fmt::format("{}: {}", option, d.error().message));
+  return std::optional<Millis>(*d);
+}
+
+Result<Timing> timing_of(const RunOptions& o, Millis ttl) {
+  supervise::TimingOptions t;
+  t.ttl = ttl;
+  auto kill_after = optional_duration(o.kill_after, "--kill-after");
+  if (!kill_after) return std::unexpected(kill_after.error());
+  auto min_hold = optional_duration(o.min_hold, "--min-hold");
+  if (!min_hold) return std::unexpected(min_hold.error());
+  auto max_hold = optional_duration(o.max_hold, "--max-hold");
+  if (!max_hold) return std::unexpected(max_hold.error());
+  t.kill_after = *kill_after;
+  t.min_hold = *min_hold;
+  t.max_hold = *max_hold;
+  return supervise::plan_timing(t);
+}
+
+/// The option `token` names ("-t", "--ttl"), in `sub` or, since options
+/// fall through, in the root.
+const CLI::Option* find_option(const CLI::App& root, const CLI::App* sub,
+                               const std::string& token) {
+  const CLI::Option* opt = sub ? sub->get_option_no_throw(token) : nullptr;
+  return opt ? opt : root.get_option_no_throw(token);
+}
+
+bool takes_value(const CLI::Option* opt) {
+  return opt && opt->get_items_expected_min() > 0;
+}
+
+/// True when the option word `token` consumes the next argument.
+bool consumes_next(const CLI::App& root, const CLI::App* sub, const std::string& token) {
+  if (token.starts_with("--")) {
+    if (token.find('=') != std::string::npos) return false;
+    return takes_value(find_option(root, sub, token));
+  }
+  // A cluster of short options (-nv, -t5s): a value-taking letter takes the
+  // rest of the word, or the next argument when it is the last letter.
+  for (size_t k = 1; k < token.size(); ++k) {
+    const CLI::Option* opt = find_option(root, sub, std::string("-") + token[k]);
+    if (!opt) return false;  // unknown: CLI11 reports it
+    if (takes_value(opt)) return k + 1 == token.size();
+  }
+  return false;
+}
+
+bool is_option_word(const std::string& arg) {
+  return arg.size() > 1 && arg[0] == '-';
+}
+
+// --- nested runs ---------------------------------------------------------------
+
+bool is_ancestor(pid_t pid) {
+  pid_t p = getppid();
+  for (int k = 0; k < k_max_ancestors && p > 1; ++k, p = parent_of(p))
+    if (p == pid) return true;
+  return false;
+}
+
+/// True when an enclosing `rlock run` of this process tree holds `name`:
+/// RLOCK_NAME/RLOCK_TOKEN say so, and the server confirms that the token
+/// holds the lock for a process that is our ancestor (a stale environment,
+/// say inherited by a daemon that outlived its run, does not count).
+Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& name) {
+  const char* env_name = std::getenv("RLOCK_NAME");
+  const char* env_token = std::getenv("RLOCK_TOKEN");
+  if (!env_name || !env_token || name != env_name || !*env_token) return false;
+  auto view = client.status(name);
+  if (!view) return std::unexpected(view.error());
+  const auto id = short_id(env_token);
+  for (const auto& holder : view->holders)
+    if (holder.id == id && is_ancestor(static_cast<pid_t>(holder.who.pid))) return true;
+  return false;
+}
+
+/// Replaces rlock with the command: the enclosing run supervises it.
+int exec_in_place(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::signal(SIGPIPE, SIG_DFL);  // ignored by rlock; must not leak into the command
+  execvp(args[0], args.data());
+  int err = errno;
+  fmt::print(stderr, "rlock: error: cannot run '{}': {}\n", argv[0], std::strerror(err));
+  return supervise::exec_failure_status(err);
+}
+
+// --- the run itself --------------------------------------------------------------
+
+/// A held lock, and the local moments that bound its lease.
+struct Hold {
+  lock::Grant grant;
+  Deadline acquired;   // after the grant: --min-hold and --max-hold count from here
+  Deadline confirmed;  // before the grant was sent: the lease lasts TTL from here
+};
+
+/// What ends a run before the command starts: an exit status.
+using Early = int;
+
+/// Takes the lock; Ctrl-C or a kill while waiting leaves the queue and
+/// exits 128+N. Returns with the forwarded signals blocked, so that none is
+/// lost (or kills us) before the supervisor reads them.
+std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
+                                     const LockPlan& plan, const Timing& timing,
+                                     const sigset_t& ignored, sigset_t& original_mask) {
+  const auto& name = plan.request.name;
+  std::optional<Result<lock::Grant>> grant;
+  Deadline before = Clock::now();
+  {
+    SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    supervise::keep_ignored(ignored);
+    grant = client.acquire(plan.request, plan.wait, context.progress(name), interrupt.fd());
+    original_mask = supervise::block_forwarded_signals(ignored);
+    context.finish_progress();
+    if (int sig = interrupt.received()) {
+      if (*grant) (void)client.release(name, (*grant)->token);
+      return std::unexpected(128 + sig);
+    }
+  }
+  if (!*grant) {
+    if (grant->error().code == Error::Code::busy) {
+      context.report_busy(client, name, grant->error());
+      return std::unexpected(plan.conflict_exit_code);
+    }
+    return std::unexpected(report(grant->error()));
+  }
+  Hold hold{**grant, Clock::now(), before};
+  // The lease began when the winning try was sent, somewhere in a wait that
+  // may have been long: then renew once now, so that the local deadline
+  // starts from a known send time instead of a pessimistic one.
+  if (hold.acquired - before > timing.renew_interval) {
+    auto sent = Clock::now();
+    auto renewed =
+        client.renew(name, hold.grant.token, timing.ttl, sent + client.options().command_timeout);
+    if (!renewed) {
+      (void)client.release(name, hold.grant.token);
+      return std::unexpected(report(renewed.error()));
+    }
+    hold.confirmed = sent;
+  }
+  return hold;
+}
+
+/// After the command: --min-hold keeps the lock (it expires by itself at
+/// acquisition + DUR); otherwise it is released.
+void give_back(Context& context, lock::LockClient& client, const std::string& name,
+               const Hold& hold, const Timing& timing) {
+  auto left = supervise::min_hold_left(hold.acquired, Clock::now(), timing);
+  if (left > Millis(0)) {
+    auto kept =
+        client.renew(name, hold.grant.token, left, Clock::now() + client.options().command_timeout);
+    if (kept) {
+      context.verbose(
+          fmt::format("keeping lock '{}' for {} more (--min-hold)", name, format_duration(left)));
+      return;
+    }
+    context.warn(fmt::format("warning: could not keep lock '{}' for --min-hold: {}", name,
+                             kept.error().message));
+    return;
+  }
+  auto released = client.release(name, hold.grant.token);
+  if (released) {
+    context.verbose(fmt::format("released lock '{}'", name));
+  } else if (released.error().code == Error::Code::not_owner) {
+    context.warn(fmt::format("warning: lock '{}' was no longer held when the command ended", name));
+  } else {
+    context.warn(fmt::format("warning: could not release lock '{}' ({}); it expires within {}",
+                             name, released.error().message, format_duration(timing.ttl)));
+  }
+}
+
+int lost(const std::string& name, const supervise::Loss& loss) {
+  fmt::print(stderr, "rlock: error: lost lock '{}': {}; the command was terminated\n", name,
+             loss.reason);
+  return static_cast<int>(ExitStatus::lost);
+}
+
+/// The command's status, except when rlock was told to stop (signal N) and
+/// the command died from a signal (the forwarded one or our SIGKILL): then
+/// 128+N, as if rlock itself had been killed by N.
+int exit_status(const supervise::Outcome& outcome) {
+  if (outcome.signal && WIFSIGNALED(outcome.wait_status)) return 128 + outcome.signal;
+  return supervise::exit_status_of(outcome.wait_status);
+}
+
+int supervise_command(Context& context, lock::LockClient& client, const std::string& name,
+                      const Hold& hold, const Timing& timing, std::vector<std::string> argv,
+                      const sigset_t& ignored, const sigset_t& original_mask) {
+  auto release_now = [&] { (void)client.release(name, hold.grant.token); };
+  auto signals = supervise::SignalFd::open(ignored);
+  if (!signals) {
+    release_now();
+    return report(signals.error());
+  }
+  auto heartbeat = supervise::Heartbeat::start(
+      {client.options(), client.prefix(), name, hold.grant.token}, timing, hold.confirmed);
+  if (!heartbeat) {
+    release_now();
+    return report(heartbeat.error());
+  }
+  supervise::Launch launch;
+  launch.argv = std::move(argv);
+  launch.env = supervise::child_environment(supervise::process_environment(),
+                                            {name, hold.grant.token, hold.grant.fence});
+  launch.mask = original_mask;
+  launch.take_terminal = supervise::owns_terminal();
+  auto child = supervise::Child::spawn(launch);
+  if (!child || child->exec_errno()) {
+    (*heartbeat)->stop();
+    release_now();
+    if (!child) return report(child.error());
+    fmt::print(stderr, "rlock: error: cannot run '{}': {}\n", launch.argv[0],
+               std::strerror(child->exec_errno()));
+    return supervise::exec_failure_status(child->exec_errno());
+  }
+  context.verbose(fmt::format("acquired lock '{}' (fence {}); running pid {}", name,
+                              hold.grant.fence, child->pid()));
+
+  supervise::Supervisor supervisor(*child, **heartbeat, *signals, timing, hold.acquired);
+  auto outcome = supervisor.run();
+  // Joined before any release: no renewal of ours can follow it.
+  (*heartbeat)->stop();
+  if (outcome.loss) {
+    // Only a lock we still hold is worth releasing: after not_owner it is
+    // gone, and after missed renewals the lease is at its end anyway.
+    if (outcome.loss->cause == supervise::LossCause::max_hold) release_now();
+    return lost(name, *outcome.loss);
+  }
+  give_back(context, client, name, hold, timing);
+  return exit_status(outcome);
+}
+
+int run_command(Context& context, const RunOptions& o) {
+  auto argv = command_argv(o);
+  if (!argv) return report(argv.error());
+  // status shows rlock itself as the holder: it is the process that keeps
+  // the lock alive, and the command line says what it runs.
+  auto plan = context.plan(o.lock, getpid(), command_line(o));
+  if (!plan) return report(plan.error());
+  auto timing = timing_of(o, plan->request.ttl);
+  if (!timing) return report(timing.error());
+  auto client = context.client();
+  if (!client) return report(client.error());
+
+  auto nested = held_by_enclosing_run(*client, o.lock.name);
+  if (!nested) return report(nested.error());
+  if (*nested) {
+    context.verbose(
+        fmt::format("lock '{}' is held by an enclosing run: running the command", o.lock.name));
+    return exec_in_place(*argv);
+  }
+
+  const sigset_t ignored = supervise::ignored_on_entry();
+  sigset_t original_mask;
+  auto hold = take_lock(context, *client, *plan, *timing, ignored, original_mask);
+  if (!hold) return hold.error();
+  return supervise_command(context, *client, o.lock.name, *hold, *timing, std::move(*argv), ignored,
+                           original_mask);
+}
+
+}  // namespace
+
+std::vector<std::string> separate_run_command(const CLI::App& app, std::vector<std::string> args) {
+  size_t i = 0;
+  for (; i < args.size() && args[i] != "run"; ++i) {
+    if (args[i] == "--" || !is_option_word(args[i])) return args;  // another command
+    if (consumes_next(app, nullptr, args[i])) ++i;
+  }
+  if (i == args.size()) return args;
+  const CLI::App* run = nullptr;
+  try {
+    run = app.get_subcommand("run");
+  } catch (const CLI::OptionNotFound&) {
+    return args;
+  }
+  int positionals = 0;
+  for (++i; i < args.size(); ++i) {
+    if (args[i] == "--") return args;
+    if (is_option_word(args[i])) {
+      if (consumes_next(app, run, args[i])) ++i;
+      continue;
+    }
+    // The first positional is NAME; the second starts the command.
+    if (++positionals == 2) {
+      args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "--");
+      return args;
+    }
+  }
+  return args;
+}
+
 Action register_run(CLI::App& app, Context& context) {
   auto* sub = app.add_subcommand("run", "Run a command while holding a lock");
-  auto options = std::make_shared<LockOptions>();
-  auto command = std::make_shared<std::vector<std::string>>();
-  add_name_option(*sub, options->name);
-  add_lock_options(*sub, *options);
-  sub->add_option("command", *command, "The command and its arguments");
-  return [&context, options]() -> int {
-    (void)context;
-    return report(Error{Error::Code::internal, "run: not built yet"});
-  };
+  sub->footer(
+      "Usage: rlock [GLOBAL] run NAME [LOCK] [RUN] [--] COMMAND [ARG...]\n"
+      "       rlock [GLOBAL] run NAME [LOCK] [RUN] -c 'SHELL COMMAND'\n"
+      "Exit status: the command's (128+N after signal N), 75 busy, 79 lock lost,\n"
+      "126/127 command not executable / not found.");
+  auto o = std::make_shared<RunOptions>();
+  add_name_option(*sub, o->lock.name);
+  add_lock_options(*sub, o->lock);
+  const char* group = "Run options";
+  sub->add_option("-c", o->shell_command, "Run this with /bin/sh -c instead of COMMAND")
+      ->group(group);
+  sub->add_option("--kill-after", o->kill_after,
+                  "Grace between SIGTERM and SIGKILL (default 5s, or TTL/4 if shorter)")
+      ->group(group);
+  sub->add_option("--min-hold", o->min_hold,
+                  "Keep the lock at least this long after acquiring, even if the command ends")
+      ->group(group);
+  sub->add_option("--max-hold", o->max_hold,
+                  "Terminate the command (exit 79) after holding the lock this long")
+      ->group(group);
+  sub->add_option("command", o->command, "The command and its arguments");
+  return [&context, o]() -> int { return run_command(context, *o); };
 }
 
 }  // namespace rlock::cli

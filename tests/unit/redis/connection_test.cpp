@@ -14,7 +14,7 @@ TEST(ClassifyServerError, AuthenticationFailuresAreAuth) {
   for (const char* message :
        {"WRONGPASS invalid username-password pair or user is disabled.",
         "NOAUTH Authentication required.", "NOPERM this user has no permissions to run the 'eval'",
-        "ERR invalid password",
+        "ERR invalid password", "ERR Protocol error: unauthenticated multibulk length",
         "ERR The user executing the script can't run this command or subcommand script: ..."}) {
     EXPECT_EQ(classify_server_error(message).code, Error::Code::auth) << message;
   }

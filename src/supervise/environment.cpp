@@ -1,0 +1,70 @@
+#include "supervise/environment.h"
+
+#include <algorithm>
+
+#include "redis/url.h"
+
+extern char** environ;
+
+namespace rlock::supervise {
+
+namespace {
+
+std::string_view name_of(std::string_view entry) {
+  return entry.substr(0, entry.find('='));
+}
+
+bool is_one_of(std::string_view name, auto const& names) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
+bool is_hold_variable(std::string_view name) {
+  return name == "RLOCK_NAME" || name == "RLOCK_TOKEN" || name == "RLOCK_FENCE";
+}
+
+}  // namespace
+
+std::string without_passwords(std::string_view list) {
+  std::string out;
+  for (std::string_view rest = list; !rest.empty();) {
+    auto comma = rest.find(',');
+    auto entry = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (entry.empty()) continue;
+    auto url = redis::parse_url(entry);
+    // An entry we cannot parse may still hold a password somewhere: drop
+    // the whole variable rather than guess.
+    if (!url) return "";
+    if (!out.empty()) out += ',';
+    out += url->password ? url->redacted() : std::string(entry);
+  }
+  return out;
+}
+
+std::vector<std::string> child_environment(const std::vector<std::string>& parent,
+                                           const HoldInfo& hold) {
+  std::vector<std::string> env;
+  env.reserve(parent.size() + 3);
+  for (const auto& entry : parent) {
+    auto name = name_of(entry);
+    if (is_one_of(name, k_secret_variables) || is_hold_variable(name)) continue;
+    if (is_one_of(name, k_url_variables)) {
+      auto cleaned = without_passwords(std::string_view(entry).substr(name.size() + 1));
+      if (!cleaned.empty()) env.push_back(std::string(name) + "=" + cleaned);
+      continue;
+    }
+    env.push_back(entry);
+  }
+  env.push_back("RLOCK_NAME=" + hold.name);
+  env.push_back("RLOCK_TOKEN=" + hold.token);
+  env.push_back("RLOCK_FENCE=" + std::to_string(hold.fence));
+  return env;
+}
+
+std::vector<std::string> process_environment() {
+  std::vector<std::string> env;
+  for (char** p = environ; p && *p; ++p) env.emplace_back(*p);
+  return env;
+}
+
+}  // namespace rlock::supervise

@@ -1,0 +1,39 @@
+#pragma once
+/// The environment of the supervised command: the caller's, plus what the
+/// command may use to identify its hold, minus every secret rlock was given.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rlock::supervise {
+
+/// What the command learns about the lock it runs under.
+struct HoldInfo {
+  std::string name;
+  std::string token;
+  std::int64_t fence = 0;
+};
+
+/// Variables that are secrets in themselves: never passed on.
+inline constexpr std::string_view k_secret_variables[] = {"RLOCK_PASSWORD", "REDISCLI_AUTH"};
+/// Variables holding URL lists that may carry a password: passed on with the
+/// password removed, so a nested `rlock run` still reaches the same server
+/// (and asks for the password the usual ways) instead of silently using the
+/// default one.
+inline constexpr std::string_view k_url_variables[] = {"RLOCK_URL", "REDIS_URL"};
+
+/// A comma-separated URL list with every password removed; empty when an
+/// entry cannot be parsed and might hide one (the variable is then dropped).
+std::string without_passwords(std::string_view url_list);
+
+/// `parent` ("NAME=VALUE" entries) with secrets removed and RLOCK_NAME,
+/// RLOCK_TOKEN and RLOCK_FENCE set (replacing any inherited ones).
+std::vector<std::string> child_environment(const std::vector<std::string>& parent,
+                                           const HoldInfo& hold);
+
+/// The current process environment as "NAME=VALUE" entries.
+std::vector<std::string> process_environment();
+
+}  // namespace rlock::supervise

@@ -1,0 +1,128 @@
+#include "supervise/heartbeat.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "lock/lock.h"
+
+namespace rlock::supervise {
+
+namespace {
+
+Result<Fd> new_eventfd() {
+  Fd fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!fd) return fail(Error::Code::internal, std::string("eventfd: ") + std::strerror(errno));
+  return fd;
+}
+
+void signal_eventfd(int fd) {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = write(fd, &one, sizeof one);
+}
+
+void drain_eventfd(int fd) {
+  std::uint64_t count = 0;
+  [[maybe_unused]] auto n = read(fd, &count, sizeof count);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Heartbeat>> Heartbeat::start(HeartbeatTarget target, const Timing& timing,
+                                                    Deadline confirmed) {
+  auto stop = new_eventfd();
+  if (!stop) return std::unexpected(stop.error());
+  auto news = new_eventfd();
+  if (!news) return std::unexpected(news.error());
+  std::unique_ptr<Heartbeat> heartbeat(
+      new Heartbeat(std::move(target), timing, confirmed, std::move(*stop), std::move(*news)));
+  heartbeat->m_thread = std::thread([h = heartbeat.get()] { h->loop(); });
+  return heartbeat;
+}
+
+Heartbeat::Heartbeat(HeartbeatTarget target, const Timing& timing, Deadline confirmed, Fd stop,
+                     Fd news)
+    : m_target(std::move(target)),
+      m_timing(timing),
+      m_stop(std::move(stop)),
+      m_news(std::move(news)) {
+  m_beat.confirmed = confirmed;
+  // The stop eventfd also interrupts a connect or a command in flight, so
+  // stop() never waits for a slow or frozen server.
+  m_target.server.interrupt_fd = m_stop.get();
+}
+
+Heartbeat::~Heartbeat() {
+  stop();
+}
+
+void Heartbeat::stop() {
+  if (!m_thread.joinable()) return;
+  signal_eventfd(m_stop.get());
+  m_thread.join();
+}
+
+Beat Heartbeat::beat() {
+  drain_eventfd(m_news.get());
+  std::lock_guard lock(m_mutex);
+  return m_beat;
+}
+
+void Heartbeat::publish(const std::function<void(Beat&)>& change) {
+  {
+    std::lock_guard lock(m_mutex);
+    change(m_beat);
+  }
+  signal_eventfd(m_news.get());
+}
+
+bool Heartbeat::sleep_until(Deadline until) const {
+  for (;;) {
+    auto left = std::chrono::ceil<Millis>(until - Clock::now());
+    pollfd p{m_stop.get(), POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(std::max(left, Millis(0)).count()));
+    if (n > 0) return false;
+    if (n == 0 && Clock::now() >= until) return true;
+  }
+}
+
+void Heartbeat::loop() {
+  lock::LockClient client(m_target.server, m_target.prefix);
+  Deadline confirmed = m_beat.confirmed;  // only this thread writes it
+  Deadline due = next_renewal(confirmed, m_timing);
+  int failures = 0;
+  while (sleep_until(due)) {
+    const auto sent = Clock::now();
+    // Past this point the main thread is already terminating the command:
+    // a renewal could not change that any more.
+    if (sent >= terminate_by(confirmed, m_timing)) return;
+    auto renewed = client.renew(m_target.name, m_target.token, m_timing.ttl,
+                                attempt_deadline(sent, confirmed, m_timing));
+    if (renewed) {
+      confirmed = sent;
+      failures = 0;
+      publish([sent](Beat& b) {
+        b.confirmed = sent;
+        b.failure.reset();
+      });
+      due = next_renewal(sent, m_timing);
+      continue;
+    }
+    const Error& error = renewed.error();
+    if (error.code == Error::Code::interrupted) return;  // stop()
+    if (error.code == Error::Code::not_owner) {
+      publish([&error](Beat& b) { b.lost = error; });
+      return;
+    }
+    // Unreachable, timed out, or a server error (READONLY during a
+    // failover, LOADING after a restart): retry while the lease lasts.
+    ++failures;
+    publish([&error](Beat& b) { b.failure = error; });
+    due = Clock::now() + retry_delay(failures);
+  }
+}
+
+}  // namespace rlock::supervise

@@ -1,0 +1,76 @@
+#pragma once
+/// The heartbeat: a thread with its own connection that renews the lease
+/// every TTL/3 while the command runs, retrying transient failures with
+/// backoff. It only reports; the main thread decides (from the send time of
+/// the last confirmed renewal) when the lock must be given up.
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "redis/connection.h"
+#include "supervise/fd.h"
+#include "supervise/timing.h"
+#include "util/error.h"
+
+namespace rlock::supervise {
+
+/// What the heartbeat has to say.
+struct Beat {
+  /// Send time of the last renewal the server confirmed (or of the acquire).
+  Deadline confirmed;
+  /// Set when the server says the token no longer holds the lock.
+  std::optional<Error> lost;
+  /// The most recent transient failure since the last confirmed renewal.
+  std::optional<Error> failure;
+};
+
+/// Where and what to renew.
+struct HeartbeatTarget {
+  redis::ConnectOptions server;
+  std::string prefix;
+  std::string name;
+  std::string token;
+};
+
+class Heartbeat {
+ public:
+  /// Starts the thread. Signals must already be blocked in the caller, so
+  /// that the thread inherits the mask and never takes one.
+  static Result<std::unique_ptr<Heartbeat>> start(HeartbeatTarget target, const Timing& timing,
+                                                  Deadline confirmed);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  /// Stops and joins the thread; an in-flight renewal is interrupted. After
+  /// this returns no renewal can reach the server from us any more, except
+  /// one already sent, which the lock script refuses once the lock is
+  /// released (it never re-creates a lock).
+  void stop();
+
+  /// Readable when there is news (a confirmed renewal, a failure, a loss).
+  int fd() const { return m_news.get(); }
+  /// The current state; also consumes the news on fd().
+  Beat beat();
+
+ private:
+  Heartbeat(HeartbeatTarget target, const Timing& timing, Deadline confirmed, Fd stop, Fd news);
+  void loop();
+  /// Sleeps until `until`; false when stop() was called meanwhile.
+  bool sleep_until(Deadline until) const;
+  void publish(const std::function<void(Beat&)>& change);
+
+  HeartbeatTarget m_target;
+  Timing m_timing;
+  Fd m_stop;  // eventfd: readable once stop() was called
+  Fd m_news;  // eventfd: readable when m_beat changed
+  std::mutex m_mutex;
+  Beat m_beat;
+  std::thread m_thread;
+};
+
+}  // namespace rlock::supervise

@@ -1,0 +1,66 @@
+#pragma once
+/// The main loop of `rlock run`: waits for the command to end while passing
+/// signals on, and terminates it (SIGTERM, then SIGKILL after --kill-after)
+/// when rlock is told to stop or the lock is lost, so that the command is
+/// dead before the lease can expire. One thread, one poll(): the signalfd,
+/// the heartbeat's eventfd, and a timeout for the next deadline.
+
+#include <optional>
+#include <string>
+
+#include "supervise/child.h"
+#include "supervise/heartbeat.h"
+#include "supervise/signals.h"
+#include "supervise/timing.h"
+
+namespace rlock::supervise {
+
+/// Why the lock was given up while the command ran.
+enum class LossCause {
+  not_owner,    // the server says we no longer hold it: nothing left to release
+  unreachable,  // no renewal confirmed in time: the lease is running out
+  max_hold,     // --max-hold reached: we still hold it, release it
+};
+
+struct Loss {
+  LossCause cause;
+  std::string reason;  // for "lost lock 'NAME': REASON"
+};
+
+/// How the run ended.
+struct Outcome {
+  int wait_status = 0;       // of the command
+  std::optional<Loss> loss;  // set: exit 79
+  int signal = 0;            // the first terminating signal rlock got, or 0
+};
+
+class Supervisor {
+ public:
+  Supervisor(Child& child, Heartbeat& heartbeat, SignalFd& signals, const Timing& timing,
+             Deadline acquired);
+  /// Returns once the command has exited and, when it was being terminated,
+  /// its whole process group is gone (or was SIGKILLed).
+  Outcome run();
+
+ private:
+  void on_signal(int sig, Deadline now);
+  void check_lease(Deadline now);
+  void lose(Loss loss, Deadline now);
+  void schedule_kill(Deadline at);
+  bool finished(Deadline now);
+  int poll_timeout(Deadline now) const;
+
+  Child& m_child;
+  Heartbeat& m_heartbeat;
+  SignalFd& m_signals;
+  Timing m_timing;
+  std::optional<Deadline> m_max_hold_end;
+  Beat m_beat;
+  Outcome m_outcome;
+  std::optional<int> m_wait_status;
+  bool m_terminating = false;
+  std::optional<Deadline> m_kill_at;    // when SIGKILL goes to the group
+  std::optional<Deadline> m_killed_at;  // when it went
+};
+
+}  // namespace rlock::supervise

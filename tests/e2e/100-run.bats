@@ -1,0 +1,261 @@
+#!/usr/bin/env bats
+# rlock run: mutual exclusion, exit statuses, parsing, environment, nesting,
+# --min-hold / --max-hold, and what status shows meanwhile.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+}
+
+# wait_for_file PATH: waits (up to 10 s) until PATH exists.
+wait_for_file() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -e "$1" ]] && return 0
+    sleep 0.05
+  done
+  fail "timed out waiting for $1"
+}
+
+# wait_held NAME: waits (up to 10 s) until `status NAME` says held.
+wait_held() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    "$RLOCK" status "$1" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  fail "lock '$1' was never taken"
+}
+
+now_ms() {
+  echo $(($(date +%s%N) / 1000000))
+}
+
+# --- mutual exclusion ----------------------------------------------------------
+
+@test "run: of ten racing run -n, exactly one runs; the others exit 75 silently" {
+  RL_GATE="$BATS_TEST_TMPDIR/go"
+  local ran="$BATS_TEST_TMPDIR/ran" i winners=0
+  for i in {1..10}; do
+    rl_bg "r$i" run race -n -- sh -c "echo $i >>'$ran'; sleep 1"
+  done
+  touch "$RL_GATE"
+  for i in {1..10}; do
+    rl_wait "r$i" 0,75
+    if ((status == 0)); then winners=$((winners + 1)); fi
+    # Busy with -n and stderr not a terminal: silent (cron mails output).
+    assert_stderr ''
+  done
+  assert_equal "$winners" 1
+  assert_equal "$(wc -l <"$ran")" 1
+}
+
+@test "run: with -E 0 the skipped runs exit 0, and still only one runs" {
+  RL_GATE="$BATS_TEST_TMPDIR/go"
+  local ran="$BATS_TEST_TMPDIR/ran" i
+  for i in {1..10}; do
+    rl_bg "r$i" run race0 -n -E 0 -- sh -c "echo $i >>'$ran'; sleep 1"
+  done
+  touch "$RL_GATE"
+  for i in {1..10}; do
+    rl_wait "r$i" 0
+  done
+  assert_equal "$(wc -l <"$ran")" 1
+}
+
+@test "run: eight waiting read-modify-write runs lose no update" {
+  RL_GATE="$BATS_TEST_TMPDIR/go"
+  local counter="$BATS_TEST_TMPDIR/counter" i
+  echo 0 >"$counter"
+  for i in {1..8}; do
+    rl_bg "c$i" run counter -w 30s -- sh -c "v=\$(cat '$counter'); sleep 0.2; echo \$((v + 1)) >'$counter'"
+  done
+  touch "$RL_GATE"
+  for i in {1..8}; do
+    rl_wait "c$i" 0
+  done
+  assert_equal "$(cat "$counter")" 8
+}
+
+@test "run: a 1s lease is renewed throughout a 4s command; nobody else gets it" {
+  local started
+  rl_bg holder run renewed -t 1s -- sleep 4
+  wait_held renewed
+  started="$(now_ms)"
+  # Well past three TTLs, and stopping short of the command's end.
+  while (($(now_ms) - started < 3200)); do
+    rl 75 acquire renewed -n
+    sleep 0.2
+  done
+  rl_wait holder 0
+  rl 1 status renewed
+}
+
+# --- exit statuses and I/O -------------------------------------------------------
+
+@test "run: the command's exit status passes through (0, 3, 42)" {
+  rl 0 run st -- true
+  rl 3 run st -- sh -c 'exit 3'
+  rl 42 run st -- sh -c 'exit 42'
+  rl 1 status st
+}
+
+@test "run: a command that does not exist exits 127 and the lock is released" {
+  # `run -127` (not rl): tells bats that 127 is expected here.
+  run -127 --separate-stderr timeout -k 5 "$RL_TIMEOUT" "$RLOCK" run missing -- \
+    /nonexistent/command-rlock-test
+  assert_stderr --partial "rlock: error: cannot run '/nonexistent/command-rlock-test'"
+  run -127 --separate-stderr timeout -k 5 "$RL_TIMEOUT" "$RLOCK" run missing -- \
+    no-such-command-rlock-test
+  rl 1 status missing
+}
+
+@test "run: a file that is not executable exits 126 and the lock is released" {
+  local file="$BATS_TEST_TMPDIR/not-executable"
+  printf '#!/bin/sh\necho hi\n' >"$file"
+  chmod 644 "$file"
+  rl 126 run noexec -- "$file"
+  rl 1 status noexec
+}
+
+@test "run: stdin and stdout pass through to the command" {
+  rl 0 run io -- cat <<<"hello through rlock"
+  assert_output "hello through rlock"
+}
+
+@test "run: a command killed by a signal gives 128+N" {
+  rl 137 run sig -- sh -c 'kill -KILL $$'
+  rl 1 status sig
+}
+
+# --- parsing -----------------------------------------------------------------------
+
+@test "run: options after -- belong to the command (-l is not --limit)" {
+  rl 0 run parse -- ls -l -d /
+  assert_output --regexp '^d.* /$'
+}
+
+@test "run: options after the command word belong to the command, even without --" {
+  rl 0 run parse ls -l -d /
+  assert_output --regexp '^d.* /$'
+  rl 0 run parse -t 5s sh -c 'echo "$0 $1"' -t -v
+  assert_output "-t -v"
+}
+
+@test "run: global options work before and after run" {
+  rl 0 -v run parse -- true
+  assert_stderr --partial "acquired lock 'parse'"
+  rl 0 run -v parse -- true
+  assert_stderr --partial "acquired lock 'parse'"
+  rl 0 run parse -v -- true
+  assert_stderr --partial "acquired lock 'parse'"
+  rl 0 run parse -u "$RLOCK_URL" -v true
+  assert_stderr --partial "released lock 'parse'"
+}
+
+@test "run: -c runs a shell command that sees RLOCK_NAME" {
+  rl 0 run shell-lock -c 'echo "name=$RLOCK_NAME"'
+  assert_output "name=shell-lock"
+}
+
+@test "run: usage errors: no command, both -c and a command, kill-after too long" {
+  rl_usage_error run nocmd
+  rl_usage_error run both -c 'true' -- true
+  rl_usage_error run tight --kill-after 10s --ttl 5s -- true
+  assert_stderr --partial "--kill-after"
+  assert_stderr --partial "2/3 of the TTL"
+  rl_usage_error run bad --kill-after soon -- true
+  rl_usage_error run bad --max-hold 0 -- true
+}
+
+@test "run: the default kill-after fits even the shortest TTL" {
+  rl 0 run short -t 100ms -- true
+}
+
+# --- environment -----------------------------------------------------------------
+
+@test "run: the command sees RLOCK_NAME, RLOCK_TOKEN and a growing RLOCK_FENCE" {
+  rl 0 run fenced -- sh -c 'echo "$RLOCK_NAME $RLOCK_FENCE $RLOCK_TOKEN"'
+  read -r name first token <<<"$output"
+  assert_equal "$name" fenced
+  assert_regex "$token" '^[0-9a-f]{32}$'
+  rl 0 run fenced -- sh -c 'echo "$RLOCK_FENCE"'
+  assert_greater "$output" "$first"
+}
+
+@test "run: no secret reaches the command's environment" {
+  local password=s3cret-run-pw
+  start_redis --requirepass "$password"
+  export RLOCK_PASSWORD="$password" REDISCLI_AUTH="$password"
+  rl 0 run secret -- env
+  assert_output --partial "RLOCK_NAME=secret"
+  refute_output --partial "RLOCK_PASSWORD"
+  refute_output --partial "REDISCLI_AUTH"
+  refute_output --partial "$password"
+  unset RLOCK_PASSWORD REDISCLI_AUTH
+  # A password in the URL: the child gets the URL without it.
+  RLOCK_URL="redis://:$password@127.0.0.1:$REDIS_PORT/0" rl 0 run secret -- env
+  assert_output --partial "RLOCK_URL=redis://127.0.0.1:$REDIS_PORT/0"
+  refute_output --partial "$password"
+  stop_redis
+}
+
+# --- nesting -------------------------------------------------------------------------
+
+@test "run: a nested run of the same lock runs at once and releases once" {
+  rl 0 run nest -- "$RLOCK" run nest -w 5s -- sh -c 'echo "inner $RLOCK_FENCE"'
+  assert_output --regexp '^inner [0-9]+$'
+  # The outer run released it, without a "no longer held" complaint.
+  assert_stderr ''
+  rl 1 status nest
+}
+
+@test "run: a stale RLOCK_TOKEN in the environment does not count as holding" {
+  RLOCK_NAME=stale RLOCK_TOKEN=0123456789abcdef0123456789abcdef rl 0 run stale -- \
+    sh -c 'echo "$RLOCK_TOKEN"'
+  refute_output 0123456789abcdef0123456789abcdef
+}
+
+# --- min-hold / max-hold ---------------------------------------------------------------
+
+@test "run: --min-hold keeps the lock after a quick command, then it expires" {
+  local started
+  started="$(now_ms)"
+  rl 0 run minhold --min-hold 3s -- true
+  assert_greater 1000 "$(($(now_ms) - started))"
+  rl 0 status minhold
+  sleep 1.5
+  rl 0 status minhold
+  while (($(now_ms) - started < 3500)); do sleep 0.1; done
+  rl 1 status minhold
+}
+
+@test "run: --max-hold terminates the command and exits 79" {
+  local started elapsed
+  started="$(now_ms)"
+  rl 79 run maxhold --max-hold 1s -- sleep 10
+  elapsed=$(($(now_ms) - started))
+  assert_greater "$elapsed" 900
+  assert_greater 4000 "$elapsed"
+  assert_stderr --partial "rlock: error: lost lock 'maxhold': held for --max-hold 1s"
+  rl 1 status maxhold
+}
+
+# --- status -------------------------------------------------------------------------------
+
+@test "run: status shows the running command line" {
+  rl_bg holder run shown -- sleep 2.5
+  wait_held shown
+  rl 0 status shown
+  assert_output --partial "sleep 2.5"
+  rl_wait holder 0
+}

@@ -1,0 +1,170 @@
+#!/usr/bin/env bats
+# rlock run and signals: passed on to the command's process group, SIGKILL
+# after --kill-after, parent death, and signals while waiting for the lock.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+  M="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  # Whatever a failed test left running.
+  local f
+  for f in "$BATS_TEST_TMPDIR"/*.pid; do
+    [[ -e "$f" ]] && kill -KILL "$(cat "$f")" 2>/dev/null || true
+  done
+}
+
+# bg_rlock TAG ARGS...: starts rlock itself in the background (not through
+# timeout, so that $TAG.pid is rlock's own pid and signals reach it).
+# A background job of a non-interactive shell starts with SIGINT and SIGQUIT
+# ignored; `env --default-signal` (which execs, keeping the pid) undoes that.
+bg_rlock() {
+  local tag="$1"
+  shift
+  env --default-signal=INT,QUIT "$RLOCK" "$@" >"$M/$tag.out" 2>"$M/$tag.err" </dev/null 3>&- &
+  echo "$!" >"$M/$tag.pid"
+}
+
+# bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for it
+# to exit and checks its status like `rl`; sets $status, $output, $stderr.
+bg_wait() {
+  local tag="$1" expected="$2" limit="${3:-15}" pid i
+  pid="$(cat "$M/$tag.pid")"
+  for ((i = 0; i < limit * 20; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null || [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == Z* ]]; then
+      break
+    fi
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    fail "rlock $tag did not exit within ${limit}s"
+  fi
+  status=0
+  wait "$pid" || status=$?
+  rm -f "$M/$tag.pid"
+  output="$(cat "$M/$tag.out")"
+  stderr="$(cat "$M/$tag.err")"
+  bats_separate_lines lines output
+  bats_separate_lines stderr_lines stderr
+  _rl_check "$expected" "rlock ($tag)"
+}
+
+# wait_for_file PATH [SECONDS]: waits until PATH exists.
+wait_for_file() {
+  local i limit="${2:-10}"
+  for ((i = 0; i < limit * 20; i++)); do
+    [[ -e "$1" ]] && return 0
+    sleep 0.05
+  done
+  fail "timed out waiting for $1"
+}
+
+now_ms() {
+  echo $(($(date +%s%N) / 1000000))
+}
+
+@test "run: SIGTERM reaches the command, rlock exits 143, the lock is free at once" {
+  bg_rlock job run term -- bash -c \
+    "trap 'echo TERM >\"$M/trapped\"; exit 143' TERM; touch '$M/ready'; sleep 30 & wait"
+  wait_for_file "$M/ready"
+  kill -TERM "$(cat "$M/job.pid")"
+  bg_wait job 143 5
+  assert_equal "$(cat "$M/trapped")" TERM
+  rl 1 status term
+}
+
+@test "run: SIGINT, SIGHUP and SIGUSR1 are passed on too" {
+  local sig
+  for sig in INT HUP USR1; do
+    rm -f "$M/ready" "$M/trapped"
+    bg_rlock "job$sig" run pass -- bash -c \
+      "trap 'echo $sig >\"$M/trapped\"; kill \$!; exit 7' $sig; touch '$M/ready'; sleep 30 & wait"
+    wait_for_file "$M/ready"
+    kill "-$sig" "$(cat "$M/job$sig.pid")"
+    bg_wait "job$sig" 7 5
+    assert_equal "$(cat "$M/trapped")" "$sig"
+  done
+  rl 1 status pass
+}
+
+@test "run: a signal rlock was started with ignored stays ignored (nohup)" {
+  "$RLOCK" run nohup -- bash -c \
+    "trap 'echo TERM >\"$M/trapped\"; exit 0' TERM; touch '$M/ready'; sleep 30 & wait" \
+    >"$M/job.out" 2>"$M/job.err" </dev/null 3>&- &
+  echo "$!" >"$M/job.pid"
+  wait_for_file "$M/ready"
+  # This shell started it as a background job: SIGINT is ignored.
+  kill -INT "$(cat "$M/job.pid")"
+  sleep 0.5
+  kill -0 "$(cat "$M/job.pid")" || fail "SIGINT stopped a run that was started ignoring it"
+  rl 0 status nohup
+  kill -TERM "$(cat "$M/job.pid")"
+  bg_wait job 0 5
+  assert_equal "$(cat "$M/trapped")" TERM
+}
+
+@test "run: a command ignoring SIGTERM is killed after --kill-after; rlock exits 143" {
+  local started elapsed
+  bg_rlock job run stubborn --kill-after 1s -- bash -c \
+    "trap '' TERM; touch '$M/ready'; sleep 20"
+  wait_for_file "$M/ready"
+  started="$(now_ms)"
+  kill -TERM "$(cat "$M/job.pid")"
+  bg_wait job 143 10
+  elapsed=$(($(now_ms) - started))
+  # SIGKILL after 1s, long before the command's own 20s.
+  assert_greater "$elapsed" 900
+  assert_greater 4000 "$elapsed"
+  rl 1 status stubborn
+}
+
+@test "run: kill -9 of rlock sends SIGTERM to the command; the lock expires by its TTL" {
+  local started
+  bg_rlock job run orphan -t 2s -- bash -c \
+    "trap 'echo TERM >\"$M/trapped\"; kill \$!; exit 0' TERM; touch '$M/ready'; sleep 30 & wait"
+  wait_for_file "$M/ready"
+  kill -KILL "$(cat "$M/job.pid")"
+  started="$(now_ms)"
+  wait_for_file "$M/trapped" 5
+  bg_wait job 137 5
+  while (($(now_ms) - started < 2500)); do
+    if ! "$RLOCK" status orphan >/dev/null 2>&1; then break; fi
+    sleep 0.1
+  done
+  rl 1 status orphan
+}
+
+@test "run: a signal while waiting for the lock leaves the queue and exits 128+N" {
+  local token
+  rl 0 acquire waited -t 30s
+  token="$output"
+  bg_rlock waiter run waited -- touch "$M/must-not-run"
+  # Until it is queued (status lists a waiter).
+  local i
+  for ((i = 0; i < 100; i++)); do
+    "$RLOCK" status waited 2>/dev/null | grep -qi wait && break
+    sleep 0.05
+  done
+  kill -TERM "$(cat "$M/waiter.pid")"
+  bg_wait waiter 143 5
+  [[ ! -e "$M/must-not-run" ]] || fail "the command ran although the wait was interrupted"
+  rl 0 release waited --token "$token"
+  rl 1 status waited
+}
+
+@test "run: the command starts in its own process group" {
+  rl 0 run pgrp -- sh -c 'ps -o pgid= -p $$; echo $$'
+  assert_equal "$(echo "${lines[0]}" | tr -d ' ')" "${lines[1]}"
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env bats
+# rlock run when the lock is lost: forced release, a frozen server, a server
+# restarted empty. The command (and its children) must be terminated, and
+# dead before the lease could have expired; rlock exits 79.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+  M="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  # A frozen server must not stay frozen for the next test, and nothing a
+  # failed test started may keep running.
+  kill -CONT "$REDIS_PID" 2>/dev/null || true
+  local f
+  for f in "$BATS_TEST_TMPDIR"/*.pid; do
+    [[ -e "$f" ]] && kill -KILL "$(cat "$f")" 2>/dev/null || true
+  done
+}
+
+# bg_rlock TAG ARGS...: starts rlock itself in the background; $TAG.pid is
+# rlock's own pid.
+bg_rlock() {
+  local tag="$1"
+  shift
+  "$RLOCK" "$@" >"$M/$tag.out" 2>"$M/$tag.err" </dev/null 3>&- &
+  echo "$!" >"$M/$tag.pid"
+}
+
+# bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for it
+# to exit and checks its status like `rl`; sets $status, $output, $stderr.
+bg_wait() {
+  local tag="$1" expected="$2" limit="${3:-15}" pid i
+  pid="$(cat "$M/$tag.pid")"
+  for ((i = 0; i < limit * 20; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null || [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == Z* ]]; then
+      break
+    fi
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    fail "rlock $tag did not exit within ${limit}s"
+  fi
+  status=0
+  wait "$pid" || status=$?
+  rm -f "$M/$tag.pid"
+  output="$(cat "$M/$tag.out")"
+  stderr="$(cat "$M/$tag.err")"
+  bats_separate_lines lines output
+  bats_separate_lines stderr_lines stderr
+  _rl_check "$expected" "rlock ($tag)"
+}
+
+wait_for_file() {
+  local i limit="${2:-10}"
+  for ((i = 0; i < limit * 20; i++)); do
+    [[ -e "$1" ]] && return 0
+    sleep 0.05
+  done
+  fail "timed out waiting for $1"
+}
+
+# A command that records when SIGTERM reached it (ns), starts a background
+# grandchild (its pid in $M/grandchild.pid), and otherwise runs for 30 s.
+timed_command() {
+  echo "trap 'date +%s%N >\"$M/trapped\"; exit 143' TERM
+        sleep 60 & echo \$! >\"$M/grandchild.pid\"
+        touch \"$M/ready\"
+        sleep 30 & wait"
+}
+
+@test "run: release --force terminates the command and its children; exit 79" {
+  bg_rlock job run forced -t 3s -- bash -c "$(timed_command)"
+  wait_for_file "$M/ready"
+  rl 0 release forced --force
+  # Noticed at the next renewal, TTL/3 = 1s later.
+  bg_wait job 79 5
+  assert_stderr --partial "rlock: error: lost lock 'forced': "
+  assert_equal "${#stderr_lines[@]}" 1
+  [[ -s "$M/trapped" ]] || fail "the command did not get SIGTERM"
+  # The backgrounded grandchild is in the command's process group: gone too.
+  local grandchild
+  grandchild="$(cat "$M/grandchild.pid")"
+  if kill -0 "$grandchild" 2>/dev/null; then
+    kill -KILL "$grandchild"
+    fail "the command's child survived the lock loss"
+  fi
+}
+
+@test "run: a frozen server: the command gets SIGTERM before the lease could expire" {
+  local ttl_ms=2000 stop_ns trap_ns
+  bg_rlock job run frozen -t 2s -- bash -c "$(timed_command)"
+  wait_for_file "$M/ready"
+  stop_ns="$(date +%s%N)"
+  kill -STOP "$REDIS_PID"
+  bg_wait job 79 10
+  kill -CONT "$REDIS_PID"
+  assert_stderr --partial "rlock: error: lost lock 'frozen': could not renew it"
+  trap_ns="$(cat "$M/trapped")"
+  # The lease was last extended before the freeze, so it ends at the latest
+  # TTL after it: the command must have been told to stop before that.
+  assert_greater "$((stop_ns + ttl_ms * 1000000))" "$trap_ns"
+  ! kill -0 "$(cat "$M/grandchild.pid")" 2>/dev/null || fail "the command's child survived"
+}
+
+@test "run: a server restarted empty is a lost lock (79), not a silent re-acquire" {
+  # A server of its own: the file's server must keep its pid for the others.
+  start_redis
+  local port="$REDIS_PORT" dir
+  bg_rlock job run restarted -t 3s -- bash -c "$(timed_command)"
+  wait_for_file "$M/ready"
+  stop_redis
+  dir="$(_redis_dir)"
+  _launch_redis "$dir" --port "$port"
+  REDIS_PID="$_REDIS_PID"
+  bg_wait job 79 10
+  assert_stderr --partial "rlock: error: lost lock 'restarted': "
+  [[ -s "$M/trapped" ]] || fail "the command did not get SIGTERM"
+  rl 1 status restarted
+  stop_redis
+}
+
+@test "run: a short outage within the lease is ridden out" {
+  bg_rlock job run blip -t 3s -- bash -c "touch '$M/ready'; sleep 2.5"
+  wait_for_file "$M/ready"
+  # Frozen for 0.8 s: renewals fail or stall, then succeed on a retry long
+  # before termination would have to begin (3s - 150ms - 750ms).
+  kill -STOP "$REDIS_PID"
+  sleep 0.8
+  kill -CONT "$REDIS_PID"
+  bg_wait job 0 10
+  rl 1 status blip
+}
