@@ -1,0 +1,115 @@
+#!/usr/bin/env bats
+# Usage errors (64), an unreachable server (69) and server errors (76).
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+}
+
+teardown() {
+  # The OOM test lowers maxmemory; never let that leak into the next test.
+  rcli CONFIG SET maxmemory 0 >/dev/null || true
+}
+
+@test "usage: malformed durations exit 64 with one error line" {
+  local bad
+  for bad in 5x -1s '' ms 1.5.5s; do
+    rl_usage_error acquire dur -t "$bad"
+  done
+  rl_usage_error acquire dur -w 5x
+  rl_usage_error --connect-timeout 5x status dur
+}
+
+@test "usage: malformed URLs exit 64 with one error line" {
+  local url
+  for url in ftp://x redis://host:99999 redis://:abc; do
+    rl_usage_error -u "$url" acquire url-lock -n
+  done
+}
+
+@test "usage: an empty name exits 64 for every command" {
+  rl_usage_error acquire ''
+  rl_usage_error status ''
+  rl_usage_error release '' --force
+  rl_usage_error renew '' --token 0123456789abcdef0123456789abcdef
+}
+
+@test "usage: a name over 512 bytes exits 64, in bytes not characters" {
+  rl_usage_error acquire "$(printf 'a%.0s' {1..513})"
+  # 257 two-byte characters: 514 bytes.
+  rl_usage_error acquire "$(printf 'ü%.0s' {1..257})"
+}
+
+@test "usage: unknown commands and options exit 64" {
+  rl_usage_error frobnicate
+  rl_usage_error acquire opt --frobnicate
+  rl_usage_error --frobnicate status
+}
+
+@test "usage: release needs --token or --force, renew needs --token" {
+  rl_usage_error release no-token
+  rl_usage_error renew no-token
+}
+
+@test "usage errors are reported before contacting Redis" {
+  local closed
+  closed="$(free_port)"
+  rl_usage_error -u "redis://127.0.0.1:$closed" acquire early -t 5x
+}
+
+@test "unreachable: nothing listening exits 69 within the connect timeout" {
+  local closed start elapsed_ms
+  closed="$(free_port)"
+  start="$(date +%s%N)"
+  rl 69 -u "redis://127.0.0.1:$closed" --connect-timeout 500ms acquire down -n
+  elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+  # A hang guard, not a performance assertion.
+  assert_greater 5000 "$elapsed_ms"
+  assert_output ''
+  assert_stderr --regexp '^rlock: error: '
+  assert_stderr --partial "127.0.0.1:$closed"
+}
+
+# The data layout is the implementation's to choose: learn which keys a lock
+# uses, then put a key of another type at each of them in turn.
+@test "server errors: a key of another type at a lock's key is never overwritten" {
+  rl 0 acquire typed
+  local token="$output" keys=() types=() i before after
+  mapfile -t keys < <(lock_keys)
+  assert_not_equal "${#keys[@]}" 0
+  for i in "${!keys[@]}"; do
+    types[i]="$(rcli TYPE "${keys[i]}")"
+  done
+  rl 0 release typed --token "$token"
+  for i in "${!keys[@]}"; do
+    # A key named after this holder's token will not be reused by the next.
+    [[ "${keys[i]}" == *"$token"* ]] && continue
+    rcli FLUSHALL >/dev/null
+    if [[ "${types[i]}" == string ]]; then
+      rcli RPUSH "${keys[i]}" intruder >/dev/null
+    else
+      rcli SET "${keys[i]}" intruder >/dev/null
+    fi
+    before="$(key_snapshot)"
+    rl 75,76 acquire typed -n
+    after="$(key_snapshot)"
+    assert_equal "$after" "$before"
+  done
+}
+
+@test "server errors: acquire on a server out of memory exits 76 with the server's reason" {
+  rcli CONFIG SET maxmemory-policy noeviction >/dev/null
+  rcli CONFIG SET maxmemory 1 >/dev/null
+  rl 76 acquire oom -n
+  assert_stderr --regexp '^rlock: error: '
+  assert_stderr --partial OOM
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bats
+# Passwords and ACL users (77 on failure); no secret ever appears in output.
+
+load helpers
+
+PASSWORD=s3cret-default-pw
+USER_PASSWORD=s3cret-locker-pw
+
+setup_file() {
+  start_redis --requirepass "$PASSWORD"
+  # A lock-only user: keys under the default prefix, any channel.
+  acli ACL SETUSER locker on ">$USER_PASSWORD" '~rlock:*' '&*' '+@all' >/dev/null
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+# redis-cli as the default user of this file's server.
+acli() {
+  REDISCLI_AUTH="$PASSWORD" redis-cli -p "$REDIS_PORT" "$@" </dev/null
+}
+
+setup() {
+  acli FLUSHALL >/dev/null
+}
+
+# Fails if a password of this file shows up on stdout or stderr.
+refute_secrets() {
+  refute_output --partial s3cret
+  refute_stderr --partial s3cret
+}
+
+@test "auth: no password against a server that requires one exits 77" {
+  rl 77 acquire pw -n
+  refute_secrets
+}
+
+@test "auth: a wrong password in RLOCK_PASSWORD exits 77" {
+  RLOCK_PASSWORD=s3cret-wrong rl 77 acquire pw -n
+  assert_stderr --regexp '^rlock: error: '
+  refute_secrets
+}
+
+@test "auth: a wrong password in --password-file exits 77" {
+  echo s3cret-wrong >"$BATS_TEST_TMPDIR/pw"
+  rl 77 --password-file "$BATS_TEST_TMPDIR/pw" acquire pw -n
+  refute_secrets
+}
+
+@test "auth: the right password in RLOCK_PASSWORD works" {
+  RLOCK_PASSWORD="$PASSWORD" rl 0 acquire pw
+  local token="$output"
+  refute_stderr --partial s3cret
+  RLOCK_PASSWORD="$PASSWORD" rl 0 release pw --token "$token"
+}
+
+@test "auth: the right password in --password-file works" {
+  echo "$PASSWORD" >"$BATS_TEST_TMPDIR/pw"
+  rl 0 --password-file "$BATS_TEST_TMPDIR/pw" acquire pw
+  refute_secrets
+}
+
+@test "auth: the right password in REDISCLI_AUTH works" {
+  REDISCLI_AUTH="$PASSWORD" rl 0 acquire pw
+  refute_stderr --partial s3cret
+}
+
+@test "auth: a password in the URL works but warns that it is on the command line" {
+  rl 0 -u "redis://:$PASSWORD@127.0.0.1:$REDIS_PORT/0" acquire pw
+  refute_secrets
+  local output="${stderr,,}"
+  assert_output --partial password
+  assert_output --regexp 'command.line|argv'
+}
+
+@test "auth: a wrong password in the URL exits 77 and is never printed" {
+  rl 77 -u "redis://:s3cret-wrong@127.0.0.1:$REDIS_PORT/0" acquire pw -n
+  refute_secrets
+}
+
+@test "auth: an ACL user with --user and its password works" {
+  RLOCK_PASSWORD="$USER_PASSWORD" rl 0 --user locker acquire acl
+  local token="$output"
+  RLOCK_PASSWORD="$USER_PASSWORD" rl 0 --user locker status acl
+  RLOCK_PASSWORD="$USER_PASSWORD" rl 0 --user locker release acl --token "$token"
+  refute_secrets
+}
+
+@test "auth: an ACL user with a wrong password exits 77" {
+  RLOCK_PASSWORD="$PASSWORD" rl 77 --user locker acquire acl -n
+  refute_secrets
+}
+
+@test "auth: an ACL user without access to the lock's keys exits 77" {
+  RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user locker --prefix elsewhere: acquire acl -n
+  refute_secrets
+}

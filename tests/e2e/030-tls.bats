@@ -1,0 +1,56 @@
+#!/usr/bin/env bats
+# TLS: certificate verification (77 on failure), --insecure, client certificates.
+
+load helpers
+
+setup_file() {
+  # Client certificates: accepted, not required...
+  start_tls_redis optional
+  export OPTIONAL_PORT="$TLS_PORT" OPTIONAL_SOCK="$TLS_SOCK"
+  # ...and required.
+  start_tls_redis yes
+  export REQUIRED_PORT="$TLS_PORT" REQUIRED_SOCK="$TLS_SOCK"
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  redis-cli -s "$OPTIONAL_SOCK" FLUSHALL >/dev/null
+  redis-cli -s "$REQUIRED_SOCK" FLUSHALL >/dev/null
+}
+
+@test "tls: a server certificate signed by --cacert is trusted" {
+  rl 0 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacert "$TLS_DIR/ca.pem" acquire tls
+  local token="$output"
+  run redis-cli -s "$OPTIONAL_SOCK" --scan --pattern 'rlock:*'
+  assert_output --partial tls
+  rl 0 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacert "$TLS_DIR/ca.pem" release tls --token "$token"
+}
+
+@test "tls: --tls with a redis:// URL speaks TLS too" {
+  rl 0 -u "redis://127.0.0.1:$OPTIONAL_PORT" --tls --cacert "$TLS_DIR/ca.pem" acquire tls-flag
+}
+
+@test "tls: a server certificate from an untrusted CA exits 77" {
+  rl 77 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacert "$TLS_DIR/other-ca.pem" acquire tls -n
+  assert_stderr --regexp '^rlock: error: '
+}
+
+@test "tls: a private CA is not trusted by default (exits 77)" {
+  rl 77 -u "rediss://127.0.0.1:$OPTIONAL_PORT" acquire tls -n
+}
+
+@test "tls: --insecure skips verification" {
+  rl 0 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --insecure acquire tls-insecure
+}
+
+@test "tls: a client certificate from --cert/--key is accepted where one is required" {
+  rl 0 -u "rediss://127.0.0.1:$REQUIRED_PORT" --cacert "$TLS_DIR/ca.pem" \
+    --cert "$TLS_DIR/client.pem" --key "$TLS_DIR/client.key" acquire tls-client
+}
+
+@test "tls: without a client certificate a server that requires one refuses" {
+  rl 69,77 -u "rediss://127.0.0.1:$REQUIRED_PORT" --cacert "$TLS_DIR/ca.pem" acquire tls-client -n
+}
