@@ -11,7 +11,7 @@ RLOCK_PACKAGES=(
   libgtest-dev bats bats-assert bats-support redis-server redis-tools openssl procps
   util-linux python3-redis
   # style, man page, benchmarks, packaging, completions
-  clang-format groff hyperfine dpkg-dev file bash-completion
+  clang-format groff hyperfine dpkg-dev file bash-completion zsh fish
 )
 
 # Prints the packages from the arguments that dpkg does not report as installed.
