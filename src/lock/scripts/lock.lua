@@ -30,36 +30,47 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function wake_key(token) return string.sub(Q, 1, -2) .. 'w:' .. token end
 
 -- Refuse to touch keys of another type: a foreign key at our name is an
--- error, never something to overwrite.
-local expected = { [H] = 'zset', [S] = 'zset', [Q] = 'zset', [X] = 'zset', [L] = 'zset',
-  [I] = 'hash', [M] = 'hash', [F] = 'string', [A] = 'string' }
-for key, kind in pairs(expected) do
+-- error, never something to overwrite. Every call pays for this, so the full
+-- check (nine TYPE calls, a third of a cheap call's cost) runs only when the
+-- meta hash is absent, i.e. when the lock is free: while M lives, the other
+-- keys are ours, and a foreign write to one of them since then still fails
+-- the script with Redis' own WRONGTYPE error.
+local function foreign(key, kind)
   local actual = redis.call('TYPE', key).ok
   if actual ~= 'none' and actual ~= kind then
     return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. actual ..
       ', not part of an rlock lock')
   end
 end
-
-local function zmax(key)
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if #top == 0 then return nil end
-  return tonumber(top[2])
+local meta_type = redis.call('TYPE', M).ok
+if meta_type ~= 'hash' then
+  local expected = { { H, 'zset' }, { S, 'zset' }, { Q, 'zset' }, { X, 'zset' }, { L, 'zset' },
+    { I, 'hash' }, { M, 'hash' }, { F, 'string' }, { A, 'string' } }
+  for _, pair in ipairs(expected) do
+    local err = foreign(pair[1], pair[2])
+    if err then return err end
+  end
 end
 
 -- Remove holders whose lease ran out and waiters whose lease ran out.
 -- Returns true when something was removed (a waiter may now proceed).
 local function purge()
   local removed = false
+  -- ZCOUNT first: it is the cheap common answer (nothing expired), where an
+  -- empty ZRANGEBYSCORE still builds a reply table.
   for _, key in ipairs({ H, S }) do
-    local dead = redis.call('ZRANGEBYSCORE', key, '-inf', now)
+    local dead = {}
+    if redis.call('ZCOUNT', key, '-inf', now) > 0 then
+      dead = redis.call('ZRANGEBYSCORE', key, '-inf', now)
+    end
     for _, token in ipairs(dead) do
       redis.call('HDEL', I, token)
       removed = true
     end
     if #dead > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', now) end
   end
-  local gone = redis.call('ZRANGEBYSCORE', L, '-inf', now)
+  local gone = {}
+  if redis.call('ZCOUNT', L, '-inf', now) > 0 then gone = redis.call('ZRANGEBYSCORE', L, '-inf', now) end
   for _, token in ipairs(gone) do
     redis.call('ZREM', Q, token)
     redis.call('ZREM', X, token)
@@ -71,28 +82,68 @@ local function purge()
   return removed
 end
 
--- Every key but the fencing counter lives exactly as long as its longest
--- lease, so a crashed holder or waiter leaves nothing behind.
-local function fix_expiry()
-  local hmax, smax, lmax = zmax(H), zmax(S), zmax(L)
-  if hmax then redis.call('PEXPIREAT', H, hmax) end
-  if smax then redis.call('PEXPIREAT', S, smax) end
-  if lmax then
-    redis.call('PEXPIREAT', Q, lmax)
-    redis.call('PEXPIREAT', X, lmax)
-    redis.call('PEXPIREAT', L, lmax)
-  end
-  local all = math.max(hmax or 0, smax or 0, lmax or 0)
-  if all > 0 then
-    redis.call('PEXPIREAT', I, all)
-    redis.call('PEXPIREAT', M, all)
-  else
-    redis.call('DEL', I, M)
+-- Every key but the fencing counter expires by itself no earlier than the
+-- last lease it records, so a crashed holder or waiter leaves nothing
+-- behind. Expiries are extended only when needed, after a PTTL (a read: a
+-- PEXPIREAT is a write and costs twice as much), and shortened only by tidy,
+-- so a key may outlive its last lease a little, never the other way round.
+
+-- cover(key, at): key lives at least until `at` (a missing key is left alone).
+local function cover(key, at)
+  local left = redis.call('PTTL', key)
+  if left == -1 or (left >= 0 and now + left < at) then redis.call('PEXPIREAT', key, at) end
+end
+
+-- A holder's lease in `set` now ends at `at`.
+local function cover_holder(set, at)
+  cover(set, at)
+  cover(I, at)
+  cover(M, at)
+end
+
+-- A waiter's lease now ends at `at`; `joined` when it just entered the queue.
+-- Q, X and L always get the same expiry, so that they vanish together: a
+-- waiter left in Q without its lease in L could never be purged. They are
+-- extended a whole lease beyond `at`, so the re-checks of a long queue (one
+-- per waiter per second) mostly find nothing to write.
+local function cover_queue(at, joined)
+  local left = redis.call('PTTL', L)
+  if joined or left < 0 or now + left < at then
+    local to = at + (at - now)
+    if left > 0 and now + left > to then to = now + left end
+    redis.call('PEXPIREAT', Q, to)
+    redis.call('PEXPIREAT', X, to)
+    redis.call('PEXPIREAT', L, to)
+    cover(I, to)
+    cover(M, to)
   end
 end
 
+-- After a removal: I and M go at once if nobody holds or waits any more, and
+-- otherwise live no longer than the longest-lived of H, S and L (whose
+-- expiries bound their members' leases), not until the lease of someone who
+-- already left.
+local function tidy()
+  local latest, forever = 0, false
+  for _, key in ipairs({ H, S, L }) do
+    local left = redis.call('PTTL', key)
+    if left == -1 then forever = true elseif left > latest then latest = left end
+  end
+  if forever then return end
+  if latest <= 0 then
+    if redis.call('EXISTS', I, M) > 0 then redis.call('DEL', I, M) end
+    return
+  end
+  if redis.call('PTTL', M) > latest then
+    redis.call('PEXPIREAT', I, now + latest)
+    redis.call('PEXPIREAT', M, now + latest)
+  end
+end
+
+local cached_limit
 local function limit_of()
-  return tonumber(redis.call('HGET', M, 'limit') or '1')
+  if not cached_limit then cached_limit = tonumber(redis.call('HGET', M, 'limit') or '1') end
+  return cached_limit
 end
 
 -- Can this waiter (or a newcomer, when rank is the queue length) take the
@@ -110,7 +161,7 @@ end
 
 -- Push a wake-up to each waiter who can now proceed, and to no one else.
 local function wake_ready()
-  local head = redis.call('ZRANGE', Q, 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', Q, 0, 0)
   if #head == 0 then return end
   local ready
   if redis.call('ZSCORE', X, head[1]) == false then
@@ -124,13 +175,14 @@ local function wake_ready()
     if redis.call('ZCARD', S) > 0 then return end
     local free = limit_of() - redis.call('ZCARD', H)
     if free <= 0 then return end
-    ready = redis.call('ZRANGE', Q, 0, free - 1)
+    ready = free == 1 and { head[1] } or redis.call('ZRANGE', Q, 0, free - 1)
   end
-  local lease = zmax(L) or now
+  -- A wake-up lives as long as the waiter's lease: a dead waiter's is purged
+  -- with it, or expires.
   for _, token in ipairs(ready) do
     local key = wake_key(token)
     redis.call('LPUSH', key, '1')
-    redis.call('PEXPIREAT', key, lease)
+    redis.call('PEXPIREAT', key, tonumber(redis.call('ZSCORE', L, token) or now + 1000))
   end
 end
 
@@ -165,42 +217,57 @@ local function acquire()
   local token, mode, limit, ttl, blob = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
     ARGV[6]
   local enqueue, lease = ARGV[7] == '1', tonumber(ARGV[8])
-  if purge() then wake_ready() end
   local stored = redis.call('HGET', M, 'limit')
-  if stored and tonumber(stored) ~= limit then return { -1, tonumber(stored) } end
-  redis.call('HSET', M, 'limit', limit)
-
-  local held = holder_set(token)
-  if held then
-    redis.call('ZADD', held, now + ttl, token)
-    fix_expiry()
-    return { 1, fence_of(token) }
+  local purged = purge()
+  if stored and tonumber(stored) ~= limit then
+    -- M may outlive the last lease a little (see cover): a limit nobody
+    -- uses any more is forgotten, a live one is an error.
+    if redis.call('EXISTS', H, S, L) > 0 then
+      if purged then wake_ready() end
+      return { -1, tonumber(stored) }
+    end
+    redis.call('DEL', I, M)
+    stored = nil
   end
+  if not stored then redis.call('HSET', M, 'limit', limit) end
+  cached_limit = limit
+  if purged then wake_ready() end
 
-  local seq = redis.call('ZSCORE', Q, token)
-  local rank
-  if seq then
-    rank = redis.call('ZRANK', Q, token)
+  -- A queued token holds nothing (a grant takes it out of the queue), so the
+  -- common case, a waiter re-checking, needs no holder lookup.
+  local rank = redis.call('ZRANK', Q, token)
+  local queued = rank ~= false
+  local seq
+  if queued then
+    -- Only a shared waiter needs its arrival number (see grantable).
+    if mode == 'shared' then seq = redis.call('ZSCORE', Q, token) end
   else
+    local held = holder_set(token)
+    if held then
+      redis.call('ZADD', held, now + ttl, token)
+      cover_holder(held, now + ttl)
+      return { 1, fence_of(token) }
+    end
     rank = redis.call('ZCARD', Q)
   end
   if grantable(mode, rank, seq) then
-    if seq then
+    if queued then
       redis.call('ZREM', Q, token)
-      redis.call('ZREM', X, token)
+      if mode ~= 'shared' then redis.call('ZREM', X, token) end
       redis.call('ZREM', L, token)
       redis.call('DEL', wake_key(token))
     end
     local fence = redis.call('INCR', F)
-    redis.call('ZADD', mode == 'shared' and S or H, now + ttl, token)
+    local set = mode == 'shared' and S or H
+    redis.call('ZADD', set, now + ttl, token)
     redis.call('HSET', I, token, fence .. '\n' .. now .. '\n' .. mode .. '\n' .. blob)
-    fix_expiry()
+    cover_holder(set, now + ttl)
     return { 1, fence }
   end
 
   local holder = first_holder()
   if not enqueue then
-    if seq then
+    if queued then
       -- A waiter that gives up leaves the queue; those behind may now go.
       redis.call('ZREM', Q, token)
       redis.call('ZREM', X, token)
@@ -208,19 +275,19 @@ local function acquire()
       redis.call('HDEL', I, token)
       redis.call('DEL', wake_key(token))
       wake_ready()
+      tidy()
     end
-    fix_expiry()
     return { 0, 0, holder[1], holder[2] }
   end
-  if not seq then
+  if not queued then
     seq = redis.call('HINCRBY', M, 'seq', 1)
     redis.call('ZADD', Q, seq, token)
     if mode ~= 'shared' then redis.call('ZADD', X, seq, token) end
     redis.call('HSET', I, token, '0\n' .. now .. '\n' .. mode .. '\n' .. blob)
   end
   redis.call('ZADD', L, now + lease, token)
-  fix_expiry()
-  return { 0, redis.call('ZRANK', Q, token) + 1, holder[1], holder[2] }
+  cover_queue(now + lease, not queued)
+  return { 0, rank + 1, holder[1], holder[2] }
 end
 
 -- renew TOKEN TTL_MS -> 1 renewed, 0 the token does not hold the lock
@@ -229,11 +296,11 @@ local function renew()
   if purge() then wake_ready() end
   local held = holder_set(token)
   if not held then
-    fix_expiry()
+    tidy()
     return 0
   end
   redis.call('ZADD', held, now + ttl, token)
-  fix_expiry()
+  cover_holder(held, now + ttl)
   return 1
 end
 
@@ -256,7 +323,7 @@ local function release()
   end
   redis.call('DEL', wake_key(token))
   wake_ready()
-  fix_expiry()
+  tidy()
   return found and 1 or 0
 end
 
@@ -286,7 +353,7 @@ local function force()
     redis.call('SET', A, table.concat(parts), 'PX', 24 * 3600 * 1000)
   end
   wake_ready()
-  fix_expiry()
+  tidy()
   return evicted
 end
 

@@ -1,0 +1,468 @@
+#!/usr/bin/python3
+"""rlock benchmark: handoff latency, contended throughput and Redis CPU per
+handoff, as ratios to a raw Redis round trip measured in the same run, and the
+same figures for a 100 ms polling lock (redis-py's Lock) as the peer.
+
+Starts its own redis-server on a free 127.0.0.1 port, so nothing else shares
+the server. Never asserts anything: it prints a table (see bench/README.md).
+"""
+
+import argparse
+import os
+import selectors
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import multiprocessing as mp
+
+import redis
+from redis.lock import Lock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SCRIPT = open(os.path.join(REPO, "src/lock/scripts/lock.lua"), "rb").read()
+PREFIX = "rlock:"
+# Must match k_waiter_lease and k_recheck_interval in src/lock/lock.h.
+WAITER_LEASE_MS = 3000
+RECHECK_S = 1.0
+
+
+# --- the server ----------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A private redis-server, stopped (by its pid) on exit."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rlock-bench.")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--maxclients", "10000",
+             "--logfile", os.path.join(self.dir, "redis.log")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        for _ in range(200):
+            try:
+                if self.client().ping():
+                    self.probe = self.cpu_probe_cost()
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise SystemExit("redis-server did not start")
+
+    def client(self):
+        return redis.Redis(host="127.0.0.1", port=self.port)
+
+    def cpu(self):
+        """Seconds of CPU the server used so far (all its threads, user+sys)."""
+        info = self.cpu_client.info("cpu")
+        return info["used_cpu_sys"] + info["used_cpu_user"]
+
+    def cpu_probe_cost(self):
+        """What one cpu() costs the server itself, to subtract from a delta."""
+        self.cpu_client = self.client()
+        deltas = []
+        for _ in range(200):
+            c0 = self.cpu()
+            deltas.append(self.cpu() - c0)
+        return statistics.median(deltas)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# --- rlock's protocol, spoken from Python (the same script, by SHA) -------------
+
+
+def escape(name):
+    return "".join("%%%02X" % ord(c) if c in "%{}" else c for c in name)
+
+
+def lock_keys(name):
+    base = f"{PREFIX}{{{escape(name)}}}:"
+    return [base + s for s in "h s q x l i m f a".split()]
+
+
+def wake_key(name, token):
+    return f"{PREFIX}{{{escape(name)}}}:w:{token}"
+
+
+def netstrings(fields):
+    return "".join(f"{len(f)}:{f}" for f in fields)
+
+
+class RlockClient:
+    """LockClient::acquire/release of src/lock/lock.cpp, in Python: one
+    EVALSHA per attempt, BLPOP on the waiter's own wake list in between."""
+
+    def __init__(self, port, name):
+        self.r = redis.Redis(host="127.0.0.1", port=port)
+        self.script = self.r.register_script(SCRIPT)
+        self.name = name
+        self.keys = lock_keys(name)
+        self.blob = netstrings(["bench", socket.gethostname(), str(os.getpid()), "bench"])
+
+    def acquire(self, ttl_ms=30000):
+        token = os.urandom(16).hex()
+        while True:
+            reply = self.script(keys=self.keys, args=["acquire", token, "exclusive", 1, ttl_ms,
+                                                      self.blob, 1, WAITER_LEASE_MS])
+            if reply[0] == 1:
+                return token
+            self.r.blpop([wake_key(self.name, token)], timeout=RECHECK_S)
+
+    def release(self, token):
+        return self.script(keys=self.keys, args=["release", token])
+
+
+# --- measurements ----------------------------------------------------------------
+
+
+def rtt_us(port, n=3000, idle=0.0):
+    """Median and p99 of a PING round trip with redis-py, in microseconds.
+    With `idle`, each PING follows that many seconds of sleep: a handoff
+    crosses processes that were all idle (blocked), and on a VM an idle CPU
+    takes a while to wake, so that is the comparable round trip."""
+    r = redis.Redis(host="127.0.0.1", port=port)
+    r.ping()
+    samples = []
+    for _ in range(n):
+        if idle:
+            time.sleep(idle)
+        t0 = time.perf_counter()
+        r.ping()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return pct(samples, 50), pct(samples, 99)
+
+
+def idle_ping_cpu_us(srv, n=100):
+    """Median Redis CPU of one PING arriving at an idle server, measured like
+    a handoff's (INFO before and after, minus the INFO itself)."""
+    r = srv.client()
+    deltas = []
+    for _ in range(n):
+        time.sleep(0.01)
+        c0 = srv.cpu()
+        r.ping()
+        deltas.append((srv.cpu() - c0 - srv.probe) * 1e6)
+    return max(statistics.median(deltas), 1.0)
+
+
+def pct(samples, p):
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.01)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def rlock_handoff(srv, rlock, waiters, handoffs):
+    """Handoff latency with `waiters` real `rlock acquire -w` processes blocked.
+
+    The driver releases the current holder's token (one EVALSHA from Python)
+    and times until the next waiter prints its token on its stdout pipe. After
+    each handoff a new waiter is queued at the tail, so the queue stays at
+    `waiters` long. Returns latencies (us) and the Redis CPU (us) per handoff,
+    both total and net of what the idle queue costs (its 1 s re-checks)."""
+    name = f"handoff-{waiters}"
+    r = srv.client()
+    cl = RlockClient(srv.port, name)
+    q = lock_keys(name)[2]
+    env = dict(os.environ, RLOCK_URL=srv.url)
+    for k in ("RLOCK_PREFIX", "RLOCK_CONFIG", "REDIS_URL"):
+        env.pop(k, None)
+    sel = selectors.DefaultSelector()
+    procs = []
+
+    def spawn():
+        p = subprocess.Popen([rlock, "acquire", name, "-w", "1h", "-t", "60s", "-q"],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+        procs.append(p)
+        sel.register(p.stdout, selectors.EVENT_READ, p)
+
+    token = cl.acquire(ttl_ms=600000)
+    try:
+        for k in range(waiters):
+            spawn()
+            if k % 50 == 49:  # don't fork 1000 at once on a small machine
+                wait_until(lambda: r.zcard(q) >= k + 1, 60, "waiters to queue")
+        wait_until(lambda: r.zcard(q) == waiters, 120, f"{waiters} waiters to queue")
+        time.sleep(RECHECK_S + 0.2)  # let the start-up burst settle
+        idle_window = 2.0
+        c0 = srv.cpu()
+        time.sleep(idle_window)
+        idle_cpu_per_s = (srv.cpu() - c0) / idle_window
+
+        lat = []
+        cpu_total = 0.0
+        busy_time = 0.0
+        # The newest waiter must be past its start-up and blocked in BLPOP, or
+        # its process start would count as handoff time. Waiters leave BLPOP
+        # for ~0.3 ms once a second to re-check, so with a long queue a few
+        # may be unblocked at any moment.
+        slack = waiters // 100
+
+        def settled():
+            return (r.zcard(q) == waiters and
+                    r.info("clients")["blocked_clients"] >= waiters - slack)
+
+        for _ in range(handoffs):
+            wait_until(settled, 30, "the queue to refill")
+            c0 = srv.cpu()
+            w0 = time.perf_counter()
+            t0 = time.perf_counter()
+            cl.script(keys=cl.keys, args=["release", token])
+            got = None
+            while got is None:
+                events = sel.select(timeout=10)
+                if not events:
+                    raise SystemExit("no waiter acquired within 10 s of a release")
+                for key, _ in events:
+                    line = key.fileobj.readline()
+                    sel.unregister(key.fileobj)
+                    if line:
+                        got = line.decode().strip()
+            t1 = time.perf_counter()
+            cpu_total += srv.cpu() - c0 - srv.probe
+            busy_time += time.perf_counter() - w0
+            lat.append((t1 - t0) * 1e6)
+            token = got
+            spawn()
+        n = len(lat)
+        per_total = cpu_total / n * 1e6
+        per_net = max(0.0, (cpu_total - idle_cpu_per_s * busy_time) / n * 1e6)
+        return lat, per_total, per_net, idle_cpu_per_s
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)  # leaves the queue, exits 143
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+        cl.release(token)
+
+
+def polling_handoff(srv, waiters, handoffs):
+    """The same handoff with redis-py's Lock (SET NX PX, retry every 100 ms):
+    `waiters` threads block in Lock.acquire(); each, once it holds, records
+    the time and waits to be told to release."""
+    name = f"poll-{waiters}"
+    acquired = []  # (time, release event)
+    cond = threading.Condition()
+
+    def waiter():
+        r = redis.Redis(host="127.0.0.1", port=srv.port)
+        lk = Lock(r, name, timeout=60, blocking=True)  # sleep=0.1 (the default)
+        lk.acquire()
+        ev = threading.Event()
+        with cond:
+            acquired.append((time.perf_counter(), ev))
+            cond.notify()
+        ev.wait()
+        lk.release()
+
+    r = srv.client()
+    holder = Lock(r, name, timeout=60)
+    holder.acquire()
+    threads = []
+
+    def spawn():
+        t = threading.Thread(target=waiter, daemon=True)
+        t.start()
+        threads.append(t)
+
+    for _ in range(waiters):
+        spawn()
+    time.sleep(0.3)
+    lat = []
+    c0 = srv.cpu()
+    release = holder.release
+    for _ in range(handoffs):
+        with cond:
+            before = len(acquired)
+        t0 = time.perf_counter()
+        release()
+        with cond:
+            cond.wait_for(lambda: len(acquired) > before, timeout=10)
+            if len(acquired) == before:
+                raise SystemExit("polling waiter did not acquire within 10 s")
+            t1, ev = acquired[-1]
+        lat.append((t1 - t0) * 1e6)
+        release = ev.set
+        spawn()
+        # Randomise the release phase against the waiters' 100 ms sleeps.
+        time.sleep(0.005 + (len(lat) % 7) * 0.013)
+    cpu = srv.cpu() - c0 - srv.probe
+    release()
+    # Let the remaining threads through so they end.
+    for _ in range(waiters):
+        with cond:
+            cond.wait_for(lambda: len(acquired) >= handoffs + 1 + _, timeout=10)
+            if len(acquired) < handoffs + 1 + _:
+                break
+            acquired[-1][1].set()
+    return lat, cpu / handoffs * 1e6
+
+
+# --- contended throughput ----------------------------------------------------------
+
+
+def _rlock_worker(port, name, seconds, start, out):
+    cl = RlockClient(port, name)
+    start.wait()
+    held = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        tok = cl.acquire()
+        held.append(time.monotonic())
+        cl.release(tok)
+    out.put((os.getpid(), held))
+
+
+def _poll_worker(port, name, seconds, start, out):
+    r = redis.Redis(host="127.0.0.1", port=port)
+    start.wait()
+    held = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        lk = Lock(r, name, timeout=30, blocking=True)
+        lk.acquire()
+        held.append(time.monotonic())
+        lk.release()
+    out.put((os.getpid(), held))
+
+
+def throughput(srv, worker, procs, seconds, name):
+    ctx = mp.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    ps = [ctx.Process(target=worker, args=(srv.port, name, seconds, start, out))
+          for _ in range(procs)]
+    for p in ps:
+        p.start()
+    time.sleep(0.5)
+    start.set()
+    results = [out.get(timeout=seconds + 60) for _ in ps]
+    for p in ps:
+        p.join(30)
+    counts = [len(held) for _, held in results]
+    # Handoffs: acquisitions (in time order; CLOCK_MONOTONIC is system-wide)
+    # by another process than the previous one.
+    events = sorted((t, pid) for pid, held in results for t in held)
+    changes = sum(1 for a, b in zip(events, events[1:]) if a[1] != b[1])
+    return sum(counts) / seconds, counts, changes / seconds
+
+
+def shell_throughput(srv, rlock, procs, seconds):
+    """The binary as scripts use it: T=$(rlock acquire X); rlock release X."""
+    loop = ('end=$((SECONDS+%d)); n=0; while ((SECONDS < end)); do '
+            'T=$("$RL" acquire shell-tp -t 30s) || exit 1; "$RL" release shell-tp --token "$T" '
+            '|| exit 1; n=$((n+1)); done; echo $n') % seconds
+    env = dict(os.environ, RLOCK_URL=srv.url, RL=rlock)
+    ps = [subprocess.Popen(["bash", "-c", loop], stdout=subprocess.PIPE, env=env)
+          for _ in range(procs)]
+    counts = [int(p.communicate(timeout=seconds + 60)[0] or 0) for p in ps]
+    return sum(counts) / seconds, counts, None
+
+
+# --- report ------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rlock", default=os.path.join(REPO, "build/rlock"))
+    ap.add_argument("--waiters", default="1,10,100,1000",
+                    help="queue lengths for the handoff runs")
+    ap.add_argument("--handoffs", type=int, default=200, help="handoffs per queue length")
+    ap.add_argument("--poll-waiters", default="1,10,100")
+    ap.add_argument("--poll-handoffs", type=int, default=60)
+    ap.add_argument("--procs", type=int, default=16, help="processes for throughput")
+    ap.add_argument("--seconds", type=int, default=5, help="length of each throughput run")
+    a = ap.parse_args()
+    if not os.access(a.rlock, os.X_OK):
+        raise SystemExit(f"no rlock binary at {a.rlock} (use --rlock)")
+
+    srv = Server()
+    try:
+        hot, hot99 = rtt_us(srv.port)
+        rtt, rtt99 = rtt_us(srv.port, n=300, idle=0.01)
+        print(f"raw round trip (redis-py PING, 127.0.0.1): back-to-back median {hot:.0f} us "
+              f"(p99 {hot99:.0f}); after 10 ms idle median {rtt:.0f} us (p99 {rtt99:.0f})")
+        print("ratios (/RTT) use the idle round trip; x hot = the same against back-to-back")
+        ping_cpu = idle_ping_cpu_us(srv)
+        print(f"Redis CPU of one PING after 10 ms idle: {ping_cpu:.0f} us (the unit of 'pings')")
+        print(f"machine: {os.cpu_count()} CPUs; redis {srv.client().info()['redis_version']}")
+        print()
+        print("1) handoff latency: holder releases -> next waiter holds "
+              "(real `rlock acquire -w` processes)")
+        print("   and 3) Redis CPU per handoff (INFO used_cpu_sys+user)")
+        print(f"{'waiters':>8} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
+              f"{'p99/RTT':>8} {'cpu/handoff':>12} {'net of idle':>12} {'pings':>6} {'idle cpu':>9}")
+        for n in [int(x) for x in a.waiters.split(",") if x]:
+            lat, cpu_tot, cpu_net, idle = rlock_handoff(srv, a.rlock, n, a.handoffs)
+            med, p99 = statistics.median(lat), pct(lat, 99)
+            print(f"{n:>8} {med:>7.0f}us {p99:>7.0f}us {med / rtt:>8.1f} {med / hot:>6.1f} "
+                  f"{p99 / rtt:>8.1f} "
+                  f"{cpu_tot:>10.0f}us {cpu_net:>10.0f}us {cpu_net / ping_cpu:>6.1f} "
+                  f"{idle * 100:>8.1f}%", flush=True)
+        print()
+        print("4) the same handoff with a 100 ms polling peer (redis-py Lock, sleep=0.1)")
+        print(f"{'waiters':>8} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
+              f"{'cpu/handoff':>12} {'pings':>6}")
+        for n in [int(x) for x in a.poll_waiters.split(",") if x]:
+            lat, cpu = polling_handoff(srv, n, a.poll_handoffs)
+            med, p99 = statistics.median(lat), pct(lat, 99)
+            print(f"{n:>8} {med:>7.0f}us {p99:>7.0f}us {med / rtt:>8.1f} {med / hot:>6.1f} "
+                  f"{cpu:>10.0f}us {cpu / ping_cpu:>6.1f}", flush=True)
+        print()
+        print(f"2) contended throughput: {a.procs} processes, empty critical section, "
+              f"{a.seconds} s each")
+        print(f"{'client':<34} {'ops/s':>9} {'ops*hotRTT':>10} {'min/proc':>9} {'max/proc':>9} "
+              f"{'handoffs/s':>11}")
+        rows = [
+            ("rlock protocol (Python, EVALSHA)", throughput(srv, _rlock_worker, a.procs,
+                                                             a.seconds, "tp-rlock")),
+            ("redis-py Lock (polling 100 ms)", throughput(srv, _poll_worker, a.procs, a.seconds,
+                                                          "tp-poll")),
+            ("rlock binary (shell loop)", shell_throughput(srv, a.rlock, a.procs, a.seconds)),
+        ]
+        for label, (ops, counts, changes) in rows:
+            ch = "-" if changes is None else f"{changes:.0f}"
+            print(f"{label:<34} {ops:>9.0f} {ops * hot / 1e6:>10.3f} {min(counts):>9} "
+                  f"{max(counts):>9} {ch:>11}")
+        fifo, poll = rows[0][1], rows[1][1]
+        print(f"   rlock / polling: {fifo[0] / poll[0]:.2f}x the operations, "
+              f"{fifo[2] / max(poll[2], 1e-9):.1f}x the handoffs between processes, "
+              f"{min(fifo[1]) / max(min(poll[1]), 1):.1f}x the slowest process's operations")
+    finally:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+#!/usr/bin/env bats
+# Waiting done right: waiters queue in arrival order, are woken by a push (not
+# a poll), a killed waiter stops blocking the queue within its lease, and
+# nothing but the fencing counter stays in Redis once everyone is gone.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+}
+
+teardown() {
+  stop_sessions
+}
+
+# --- helpers of this file ----------------------------------------------------
+
+# session TAG SCRIPT: runs the bash SCRIPT in the background, bounded by a
+# timeout, with $RLOCK and $DIR (the test's tmpdir) set. Its stdout/stderr go
+# to $DIR/TAG.out/.err, and its pid to $DIR/TAG.pid: the pid of the bash that
+# runs SCRIPT, which is the pid status shows for an `acquire` it runs (the
+# trailing `exit` keeps bash from exec-ing the last command).
+session() {
+  local tag="$1" script="$2" dir="$BATS_TEST_TMPDIR"
+  RLOCK="$RLOCK" DIR="$dir" timeout -k 5 60 bash -c "echo \$\$ >'$dir/$tag.pid'; $script; exit \$?" \
+    >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null 3>&- &
+  echo "$!" >>"$dir/sessions"
+  # The pid file is written first thing; wait (bounded) so callers can use it.
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$dir/$tag.pid" ]] && return 0
+    sleep 0.01
+  done
+}
+
+# wait_sessions: waits for every session of this test to end.
+wait_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+}
+
+# stop_sessions: kills whatever a failed test left running (timeout's process
+# group takes the rlock children with it).
+stop_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+  wait_sessions
+}
+
+# waiters NAME: how many waiters `status NAME --json` shows.
+waiters() {
+  "$RLOCK" status "$1" --json 2>/dev/null |
+    "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["waiters"]))' 2>/dev/null ||
+    echo -1
+}
+
+# wait_waiters NAME N: waits (bounded, 10 s) until NAME has exactly N waiters.
+wait_waiters() {
+  local i n
+  for ((i = 0; i < 200; i++)); do
+    n="$(waiters "$1")"
+    ((n == $2)) && return 0
+    sleep 0.05
+  done
+  fail "lock '$1' has $n waiters, expected $2"
+}
+
+# --- tests -------------------------------------------------------------------
+
+@test "fifo: waiters started one after another acquire in exactly that order" {
+  rl 0 acquire fifo -t 30s
+  local holder="$output" i
+  for i in 1 2 3 4 5; do
+    session "w$i" "T=\$(\"\$RLOCK\" acquire fifo -w 40s --owner W$i) || exit 9
+      echo W$i >>\"\$DIR/order\"
+      \"\$RLOCK\" release fifo --token \"\$T\""
+    wait_waiters fifo "$i"
+  done
+  rl 0 release fifo --token "$holder"
+  wait_sessions
+  for i in 1 2 3 4 5; do assert_equal "$(cat "$BATS_TEST_TMPDIR/w$i.rc" 2>/dev/null || echo 0)" 0; done
+  run cat "$BATS_TEST_TMPDIR/order"
+  assert_output "$(printf 'W%s\n' 1 2 3 4 5)"
+  rl 1 status fifo
+}
+
+@test "fifo: a waiter acquires promptly after the release, not at its next poll" {
+  # Five handoffs, each released at a random phase of the waiter's 1 s
+  # re-check: a polling waiter would need ~500 ms on average, and all five
+  # under 500 ms by luck has odds 1 in 32.
+  rl 0 acquire prompt -t 30s
+  local token="$output" k t0 t1
+  for k in 1 2 3 4 5; do
+    session "w$k" "\"\$RLOCK\" acquire prompt -w 20s; date +%s%N >\"\$DIR/w$k.at\""
+    wait_waiters prompt 1
+    sleep "0.$((RANDOM % 9))"
+    t0="$(date +%s%N)"
+    rl 0 release prompt --token "$token"
+    wait_sessions
+    t1="$(cat "$BATS_TEST_TMPDIR/w$k.at")"
+    token="$(cat "$BATS_TEST_TMPDIR/w$k.out")"
+    assert_regex "$token" '^[0-9a-f]{32}$'
+    local ms=$(((t1 - t0) / 1000000))
+    echo "# handoff $k: ${ms} ms" >&3
+    if ((ms >= 500)); then fail "handoff $k took ${ms} ms (release -> acquired)"; fi
+  done
+  rl 0 release prompt --token "$token"
+}
+
+@test "fifo: a waiter killed in the middle of the queue delays those behind by at most its lease" {
+  rl 0 acquire killed -t 30s
+  local holder="$output"
+  session w1 "T=\$(\"\$RLOCK\" acquire killed -w 40s --owner W1) || exit 9
+    echo W1 >>\"\$DIR/order\"; \"\$RLOCK\" release killed --token \"\$T\""
+  wait_waiters killed 1
+  # The victim is the rlock process itself (exec), so kill -9 hits it.
+  session w2 "exec \"\$RLOCK\" acquire killed -w 40s --owner W2"
+  wait_waiters killed 2
+  session w3 "T=\$(\"\$RLOCK\" acquire killed -w 40s --owner W3) || exit 9
+    date +%s%N >\"\$DIR/w3.at\"
+    echo W3 >>\"\$DIR/order\"; \"\$RLOCK\" release killed --token \"\$T\""
+  wait_waiters killed 3
+  kill -KILL "$(cat "$BATS_TEST_TMPDIR/w2.pid")"
+  local t_kill
+  t_kill="$(date +%s%N)"
+  rl 0 release killed --token "$holder"
+  wait_sessions
+  run cat "$BATS_TEST_TMPDIR/order"
+  assert_output "$(printf 'W1\nW3')"
+  local ms=$((($(cat "$BATS_TEST_TMPDIR/w3.at") - t_kill) / 1000000))
+  echo "# W3 acquired ${ms} ms after W2 was killed" >&3
+  # Waiter lease 3 s + re-check 1 s + 1.5 s slack for a loaded machine.
+  if ((ms > 5500)); then fail "W3 waited ${ms} ms after W2 died"; fi
+}
+
+@test "fifo: 120 concurrent waiters all get through, each exactly once" {
+  local i n=120
+  for ((i = 1; i <= n; i++)); do
+    session "m$i" "T=\$(\"\$RLOCK\" acquire many -t 20s -w 55s) || exit 9
+      echo m$i >>\"\$DIR/got\"
+      \"\$RLOCK\" release many --token \"\$T\""
+  done
+  wait_sessions
+  run sort "$BATS_TEST_TMPDIR/got"
+  assert_equal "${#lines[@]}" "$n"
+  run sort -u "$BATS_TEST_TMPDIR/got"
+  assert_equal "${#lines[@]}" "$n"
+  rl 1 status many
+  run lock_keys
+  assert_output 'rlock:{many}:f'
+}
+
+@test "fifo: once every holder and waiter is gone only the fencing counters remain" {
+  # A released holder, a waiter that timed out, a killed waiter and a killed
+  # holder (its lock left to expire).
+  rl 0 acquire gone-a -t 30s
+  local a="$output"
+  rl 0 acquire gone-b -t 2s
+  session w1 "exec \"\$RLOCK\" acquire gone-a -w 40s"
+  session w2 "exec \"\$RLOCK\" acquire gone-a -w 1s"
+  session w3 "exec \"\$RLOCK\" acquire gone-b -w 40s -t 2s"
+  wait_waiters gone-a 2
+  wait_waiters gone-b 1
+  kill -KILL "$(cat "$BATS_TEST_TMPDIR/w1.pid")" "$(cat "$BATS_TEST_TMPDIR/w3.pid")"
+  rl 0 release gone-a --token "$a"
+  wait_sessions
+  run lock_keys
+  refute_output ''
+  # Holder TTL 2 s, waiter lease 3 s: everything but :f is gone after that.
+  local i
+  for ((i = 0; i < 50; i++)); do
+    run lock_keys
+    [[ "$output" == $'rlock:{gone-a}:f\nrlock:{gone-b}:f' ]] && break
+    sleep 0.2
+  done
+  run lock_keys
+  assert_output $'rlock:{gone-a}:f\nrlock:{gone-b}:f'
+  # Nothing outside the prefix either (wake lists included).
+  run bash -c "redis-cli -p $REDIS_PORT --scan | LC_ALL=C sort"
+  assert_output $'rlock:{gone-a}:f\nrlock:{gone-b}:f'
+}
+
+@test "status: shows every holder and the queue in order, in text and --json" {
+  rl 0 acquire shown -l 2 --owner H1
+  local h1="$output"
+  rl 0 acquire shown -l 2 --owner H2
+  local h2="$output" i
+  for i in 1 2 3; do
+    session "w$i" "\"\$RLOCK\" acquire shown -l 2 -w 40s --owner W$i"
+    wait_waiters shown "$i"
+  done
+  sleep 0.2
+  rl 0 status shown --json
+  assert_json
+  assert_equal "$(json 'len(d["holders"])')" 2
+  assert_equal "$(json 'sorted(h["owner"] for h in d["holders"])')" '["H1", "H2"]'
+  assert_equal "$(json '[w["position"] for w in d["waiters"]]')" '[1, 2, 3]'
+  assert_equal "$(json '[w["owner"] for w in d["waiters"]]')" '["W1", "W2", "W3"]'
+  assert_equal "$(json 'sorted(set(w["host"] for w in d["waiters"]))')" "[\"$(hostname)\"]"
+  for i in 1 2 3; do
+    assert_equal "$(json "d['waiters'][$((i - 1))]['pid']")" "$(cat "$BATS_TEST_TMPDIR/w$i.pid")"
+  done
+  # Waiting since: the first one has waited longest, and at least 200 ms.
+  local w1 w3
+  w1="$(json 'd["waiters"][0]["waiting_ms"]')"
+  w3="$(json 'd["waiters"][2]["waiting_ms"]')"
+  assert_greater "$w1" "$w3"
+  assert_greater "$w3" 150
+
+  rl 0 status shown
+  assert_output --partial H1
+  assert_output --partial H2
+  # Queue lines in order: "1. id mode W1 host pid waiting …".
+  run grep -E '^ +[0-9]+\. ' <<<"$output"
+  assert_equal "${#lines[@]}" 3
+  for i in 1 2 3; do
+    assert_regex "${lines[$((i - 1))]}" \
+      "^ +$i\. [0-9a-f]{8} +exclusive +W$i +$(hostname) +$(cat "$BATS_TEST_TMPDIR/w$i.pid") +waiting [0-9.]+m?s"
+  done
+  rl 0 release shown --token "$h1"
+  rl 0 release shown --token "$h2"
+}
+
+@test "run: commands queued with rlock run execute one at a time, in arrival order" {
+  rl 0 acquire fifo-run -t 30s
+  local holder="$output" i
+  for i in 1 2 3 4; do
+    session "r$i" "\"\$RLOCK\" run fifo-run -w 40s --owner R$i -- \
+      sh -c 'echo \"+ R$i\" >>\"\$DIR/log\"; sleep 0.2; echo \"- R$i\" >>\"\$DIR/log\"'"
+    wait_waiters fifo-run "$i"
+  done
+  rl 0 release fifo-run --token "$holder"
+  wait_sessions
+  run cat "$BATS_TEST_TMPDIR/log"
+  assert_output "$(for i in 1 2 3 4; do printf '+ R%s\n- R%s\n' "$i" "$i"; done)"
+  run lock_keys
+  assert_output 'rlock:{fifo-run}:f'
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env bats
+# Counting semaphores (--limit N): never more than N inside, in FIFO order,
+# and every user of a lock must agree on N.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+}
+
+teardown() {
+  stop_sessions
+}
+
+# --- helpers of this file ----------------------------------------------------
+
+# session TAG SCRIPT: runs the bash SCRIPT in the background, bounded by a
+# timeout, with $RLOCK and $DIR (the test's tmpdir) set. Its stdout/stderr go
+# to $DIR/TAG.out/.err, and its pid to $DIR/TAG.pid: the pid of the bash that
+# runs SCRIPT, which is the pid status shows for an `acquire` it runs (the
+# trailing `exit` keeps bash from exec-ing the last command).
+session() {
+  local tag="$1" script="$2" dir="$BATS_TEST_TMPDIR"
+  RLOCK="$RLOCK" DIR="$dir" timeout -k 5 60 bash -c "echo \$\$ >'$dir/$tag.pid'; $script; exit \$?" \
+    >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null 3>&- &
+  echo "$!" >>"$dir/sessions"
+  # The pid file is written first thing; wait (bounded) so callers can use it.
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$dir/$tag.pid" ]] && return 0
+    sleep 0.01
+  done
+}
+
+# wait_sessions: waits for every session of this test to end.
+wait_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+}
+
+# stop_sessions: kills whatever a failed test left running (timeout's process
+# group takes the rlock children with it).
+stop_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+  wait_sessions
+}
+
+# waiters NAME: how many waiters `status NAME --json` shows.
+waiters() {
+  "$RLOCK" status "$1" --json 2>/dev/null |
+    "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["waiters"]))' 2>/dev/null ||
+    echo -1
+}
+
+# wait_waiters NAME N: waits (bounded, 10 s) until NAME has exactly N waiters.
+wait_waiters() {
+  local i n
+  for ((i = 0; i < 200; i++)); do
+    n="$(waiters "$1")"
+    ((n == $2)) && return 0
+    sleep 0.05
+  done
+  fail "lock '$1' has $n waiters, expected $2"
+}
+
+# max_inside FILE: the most "+ NS" entries not yet matched by a "- NS" at any
+# moment, from a log of enter (+) and exit (-) lines with nanosecond times.
+max_inside() {
+  sort -k2,2n -k1,1r "$1" | awk '$1 == "+" { n++; if (n > max) max = n } $1 == "-" { n-- } END { print max + 0 }'
+}
+
+# --- tests -------------------------------------------------------------------
+
+@test "semaphore: --limit 3 with six one-second holders lets at most three in, and all six finish" {
+  local i
+  for i in 1 2 3 4 5 6; do
+    session "h$i" "T=\$(\"\$RLOCK\" acquire sem -l 3 -t 20s -w 30s) || exit 9
+      echo \"+ \$(date +%s%N)\" >>\"\$DIR/log\"
+      sleep 1
+      echo \"- \$(date +%s%N)\" >>\"\$DIR/log\"
+      \"\$RLOCK\" release sem --token \"\$T\" && echo done >>\"\$DIR/done\""
+  done
+  wait_sessions
+  run cat "$BATS_TEST_TMPDIR/done"
+  assert_equal "${#lines[@]}" 6
+  run grep -c '^+' "$BATS_TEST_TMPDIR/log"
+  assert_output 6
+  run max_inside "$BATS_TEST_TMPDIR/log"
+  # Three at once proves the semaphore admits N, not just one.
+  assert_output 3
+  rl 1 status sem
+}
+
+@test "semaphore: -n takes a free slot and exits 75 when all N are taken" {
+  rl 0 acquire slots -l 3 -n
+  rl 0 acquire slots -l 3 -n
+  rl 0 acquire slots -l 3 -n
+  rl 75 acquire slots -l 3 -n
+  assert_output ''
+  rl 0 status slots --json
+  assert_json
+  assert_equal "$(json 'd["limit"]')" 3
+  assert_equal "$(json 'len(d["holders"])')" 3
+  assert_equal "$(json 'd["mode"]')" semaphore/3
+}
+
+@test "semaphore: waiters for a full semaphore are served in arrival order" {
+  rl 0 acquire semfifo -l 2 --owner A
+  local a="$output" i
+  rl 0 acquire semfifo -l 2 --owner B
+  local b="$output"
+  for i in 1 2 3 4; do
+    session "w$i" "T=\$(\"\$RLOCK\" acquire semfifo -l 2 -w 40s --owner W$i) || exit 9
+      echo W$i >>\"\$DIR/order\"
+      \"\$RLOCK\" release semfifo --token \"\$T\""
+    wait_waiters semfifo "$i"
+  done
+  rl 0 release semfifo --token "$a"
+  wait_sessions
+  run cat "$BATS_TEST_TMPDIR/order"
+  assert_output "$(printf 'W%s\n' 1 2 3 4)"
+  rl 0 release semfifo --token "$b"
+}
+
+@test "semaphore: a --limit that differs from the lock's exits 64 naming both values" {
+  rl 0 acquire mismatch -l 3
+  local token="$output"
+  rl_usage_error acquire mismatch -l 2 -n
+  assert_stderr --partial "'mismatch'"
+  assert_stderr --regexp 'limit 3'
+  assert_stderr --regexp 'limit 2'
+  # Also when waiting: the mismatch is an error at once, not a wait.
+  rl_usage_error acquire mismatch -l 5 -w 10s
+  assert_stderr --regexp 'limit 3'
+  assert_stderr --regexp 'limit 5'
+  # The default limit is 1, and a plain lock says so too.
+  rl_usage_error acquire mismatch -n
+  assert_stderr --regexp 'limit 3'
+  assert_stderr --regexp 'limit 1'
+  rl 0 status mismatch --json
+  assert_equal "$(json 'len(d["holders"])')" 1
+  assert_equal "$(json 'len(d["waiters"])')" 0
+  rl 0 release mismatch --token "$token"
+  # Once nobody uses it, the lock may be used with another limit.
+  rl 0 acquire mismatch -l 2 -n
+}
+
+@test "run: rlock run --limit 2 runs at most two commands at once, and all of them" {
+  local i
+  for i in 1 2 3 4 5; do
+    session "r$i" "\"\$RLOCK\" run semrun -l 2 -w 30s -- sh -c '
+      echo \"+ \$(date +%s%N)\" >>\"\$DIR/log\"; sleep 0.5
+      echo \"- \$(date +%s%N)\" >>\"\$DIR/log\"'"
+  done
+  wait_sessions
+  run grep -c '^-' "$BATS_TEST_TMPDIR/log"
+  assert_output 5
+  run max_inside "$BATS_TEST_TMPDIR/log"
+  assert_output 2
+  run lock_keys
+  assert_output 'rlock:{semrun}:f'
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# Shared (read) locks: many shared holders at once, an exclusive waits for all
+# of them, and a shared newcomer queues behind a waiting exclusive.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+}
+
+teardown() {
+  stop_sessions
+}
+
+# --- helpers of this file ----------------------------------------------------
+
+# session TAG SCRIPT: runs the bash SCRIPT in the background, bounded by a
+# timeout, with $RLOCK and $DIR (the test's tmpdir) set. Its stdout/stderr go
+# to $DIR/TAG.out/.err, and its pid to $DIR/TAG.pid: the pid of the bash that
+# runs SCRIPT, which is the pid status shows for an `acquire` it runs (the
+# trailing `exit` keeps bash from exec-ing the last command).
+session() {
+  local tag="$1" script="$2" dir="$BATS_TEST_TMPDIR"
+  RLOCK="$RLOCK" DIR="$dir" timeout -k 5 60 bash -c "echo \$\$ >'$dir/$tag.pid'; $script; exit \$?" \
+    >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null 3>&- &
+  echo "$!" >>"$dir/sessions"
+  # The pid file is written first thing; wait (bounded) so callers can use it.
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$dir/$tag.pid" ]] && return 0
+    sleep 0.01
+  done
+}
+
+# wait_sessions: waits for every session of this test to end.
+wait_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+}
+
+# stop_sessions: kills whatever a failed test left running (timeout's process
+# group takes the rlock children with it).
+stop_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+  wait_sessions
+}
+
+# waiters NAME: how many waiters `status NAME --json` shows.
+waiters() {
+  "$RLOCK" status "$1" --json 2>/dev/null |
+    "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["waiters"]))' 2>/dev/null ||
+    echo -1
+}
+
+# wait_waiters NAME N: waits (bounded, 10 s) until NAME has exactly N waiters.
+wait_waiters() {
+  local i n
+  for ((i = 0; i < 200; i++)); do
+    n="$(waiters "$1")"
+    ((n == $2)) && return 0
+    sleep 0.05
+  done
+  fail "lock '$1' has $n waiters, expected $2"
+}
+
+# --- tests -------------------------------------------------------------------
+
+@test "shared: several shared holders hold the lock at once" {
+  local i
+  for i in 1 2 3; do rl 0 acquire readers -s -n --owner R$i; done
+  rl 0 status readers --json
+  assert_json
+  assert_equal "$(json 'len(d["holders"])')" 3
+  assert_equal "$(json 'sorted(set(h["mode"] for h in d["holders"]))')" '["shared"]'
+  assert_equal "$(json 'd["mode"]')" shared
+  rl 0 status readers
+  assert_output --partial 'held (shared), 3 holders'
+  # An exclusive cannot join them.
+  rl 75 acquire readers -n
+}
+
+@test "shared: an exclusive waits until every shared holder has released" {
+  local i tokens=()
+  for i in 1 2 3; do
+    rl 0 acquire rw -s -n
+    tokens+=("$output")
+  done
+  session x "\"\$RLOCK\" acquire rw -w 40s --owner X; date +%s%N >\"\$DIR/x.at\""
+  wait_waiters rw 1
+  rl 0 release rw --token "${tokens[0]}"
+  rl 0 release rw --token "${tokens[1]}"
+  sleep 0.3
+  run cat "$BATS_TEST_TMPDIR/x.out"
+  assert_output ''
+  rl 0 status rw --json
+  assert_equal "$(json 'len(d["holders"])')" 1
+  assert_equal "$(json '[w["owner"] for w in d["waiters"]]')" '["X"]'
+  local t0
+  t0="$(date +%s%N)"
+  rl 0 release rw --token "${tokens[2]}"
+  wait_sessions
+  run cat "$BATS_TEST_TMPDIR/x.out"
+  assert_output --regexp '^[0-9a-f]{32}$'
+  local ms=$((($(cat "$BATS_TEST_TMPDIR/x.at") - t0) / 1000000))
+  if ((ms >= 500)); then fail "the exclusive took ${ms} ms after the last shared release"; fi
+  rl 0 status rw --json
+  assert_equal "$(json '[h["mode"] for h in d["holders"]]')" '["exclusive"]'
+}
+
+@test "shared: a shared newcomer waits behind a queued exclusive instead of overtaking it" {
+  rl 0 acquire order -s -t 30s --owner S1
+  local s1="$output"
+  touch "$BATS_TEST_TMPDIR/order"
+  session x "T=\$(\"\$RLOCK\" acquire order -w 40s --owner X) || exit 9
+    echo X >>\"\$DIR/order\"; sleep 0.3; \"\$RLOCK\" release order --token \"\$T\""
+  wait_waiters order 1
+  # Only shared holders, but an exclusive is queued: no overtaking.
+  rl 75 acquire order -s -n
+  session s2 "T=\$(\"\$RLOCK\" acquire order -s -w 40s --owner S2) || exit 9
+    echo S2 >>\"\$DIR/order\"; \"\$RLOCK\" release order --token \"\$T\""
+  session s3 "T=\$(\"\$RLOCK\" acquire order -s -w 40s --owner S3) || exit 9
+    echo S3 >>\"\$DIR/order\"; \"\$RLOCK\" release order --token \"\$T\""
+  wait_waiters order 3
+  rl 0 status order --json
+  assert_equal "$(json '[(w["owner"], w["mode"]) for w in d["waiters"]]')" \
+    '[["X", "exclusive"], ["S2", "shared"], ["S3", "shared"]]'
+  sleep 0.3
+  run cat "$BATS_TEST_TMPDIR/order"
+  assert_output ''
+  rl 0 release order --token "$s1"
+  wait_sessions
+  run head -n 1 "$BATS_TEST_TMPDIR/order"
+  assert_output X
+  run sort "$BATS_TEST_TMPDIR/order"
+  assert_output "$(printf 'S2\nS3\nX')"
+}
+
+@test "shared: shared waiters queued behind an exclusive holder are let in together" {
+  rl 0 acquire together -t 30s
+  local x="$output" i
+  for i in 1 2 3; do
+    # Each holds 1 s: if they were let in one at a time, it would take 3 s.
+    session "s$i" "T=\$(\"\$RLOCK\" acquire together -s -w 40s) || exit 9
+      echo \"+ \$(date +%s%N)\" >>\"\$DIR/log\"; sleep 1
+      echo \"- \$(date +%s%N)\" >>\"\$DIR/log\"
+      \"\$RLOCK\" release together --token \"\$T\""
+    wait_waiters together "$i"
+  done
+  rl 0 release together --token "$x"
+  wait_sessions
+  run sort -k2,2n -k1,1r "$BATS_TEST_TMPDIR/log"
+  assert_equal "${lines[0]:0:1}${lines[1]:0:1}${lines[2]:0:1}" '+++'
+  run lock_keys
+  assert_output 'rlock:{together}:f'
+}
+
+@test "run: readers under rlock run --shared overlap, a writer runs alone after them" {
+  local i
+  for i in 1 2 3; do
+    session "r$i" "\"\$RLOCK\" run rwrun -s -w 30s -- sh -c '
+      echo \"+ \$(date +%s%N) R\" >>\"\$DIR/log\"; sleep 0.6
+      echo \"- \$(date +%s%N) R\" >>\"\$DIR/log\"'"
+  done
+  local n=0
+  for ((i = 0; i < 200; i++)); do
+    rl 0,1 status rwrun --json
+    n="$(json 'len(d["holders"])')"
+    ((n == 3)) && break
+    sleep 0.05
+  done
+  assert_equal "$n" 3
+  session w "\"\$RLOCK\" run rwrun -w 30s -- sh -c '
+    echo \"+ \$(date +%s%N) W\" >>\"\$DIR/log\"; sleep 0.1
+    echo \"- \$(date +%s%N) W\" >>\"\$DIR/log\"'"
+  wait_sessions
+  # In time order: three readers enter before any leaves; the writer enters
+  # after the last reader left.
+  run sort -k2,2n -k1,1r "$BATS_TEST_TMPDIR/log"
+  assert_equal "${#lines[@]}" 8
+  assert_equal "$(printf '%s' "${lines[@]:0:3}" | tr -cd '+R')" '+R+R+R'
+  assert_regex "${lines[6]}" '^\+ [0-9]+ W$'
+  assert_regex "${lines[7]}" '^- [0-9]+ W$'
+}
