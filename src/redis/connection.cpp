@@ -194,9 +194,9 @@ Millis Connection::command_timeout() const {
 
 Error classify_server_error(std::string_view message) {
   // Redis 6+ says WRONGPASS, NOAUTH or NOPERM; older servers "ERR invalid
-  // password"; an ACL refusal inside a script is an ERR with its own words. Everything else
-  // (WRONGTYPE, OOM, READONLY, BUSY, LOADING, MOVED, NOSCRIPT, script errors, ...) is the server
-  // refusing the command, and its message says why.
+  // password"; some refusals are an ERR with their own words. Everything
+  // else (WRONGTYPE, OOM, READONLY, BUSY, LOADING, MOVED, NOSCRIPT, script
+  // errors, ...) is the server refusing the command, and its message says why.
   const std::string_view prefix = message.substr(0, message.find(' '));
   const bool auth =
       prefix == "WRONGPASS" || prefix == "NOAUTH" || prefix == "NOPERM" ||
@@ -204,7 +204,10 @@ Error classify_server_error(std::string_view message) {
       message.find("invalid username-password pair") != std::string_view::npos ||
       // Redis 7.0 words an ACL refusal inside a script this way.
       message.find("user executing the script can't run this command") != std::string_view::npos ||
-      message.find("No permissions to") != std::string_view::npos;
+      message.find("No permissions to") != std::string_view::npos ||
+      // Redis 7 refuses a long command (our EVALSHA) from a client that has
+      // not authenticated before it would answer NOAUTH.
+      message.find("unauthenticated multibulk") != std::string_view::npos;
   return Error{auth ? Error::Code::auth : Error::Code::server, std::string(message)};
 }
 
