@@ -7,24 +7,27 @@ namespace rlock::cli {
 Action register_renew(CLI::App& app, Context& context) {
   auto* sub = app.add_subcommand("renew", "Extend a lock held with TOKEN");
   struct Options {
-    std::string name, token, ttl = "30s";
+    std::string name, token;
+    std::optional<std::string> ttl;
   };
   auto o = std::make_shared<Options>();
   add_name_option(*sub, o->name);
   sub->add_option("--token", o->token, "The token printed by acquire")->required();
-  sub->add_option("-t,--ttl", o->ttl, "New lease length from now (default 30s)");
+  sub->add_option("-t,--ttl", o->ttl,
+                  "New lease length from now (default: the TTL it was acquired with)");
   return [&context, o]() -> int {
     if (auto ok = lock::validate_name(o->name); !ok) return report(ok.error());
-    auto ttl = parse_duration(o->ttl);
+    // 0 asks the script for the lease the lock was acquired with.
+    auto ttl = parse_duration(o->ttl.value_or("0"));
     if (!ttl) return report(Error{Error::Code::usage, "--ttl: " + ttl.error().message});
-    if (*ttl < Millis(100))
+    if (o->ttl && *ttl < Millis(100))
       return report(Error{Error::Code::usage, "--ttl must be at least 100ms"});
     auto client = context.client();
     if (!client) return report(client.error());
     auto renewed =
         client->renew(o->name, o->token, *ttl, Clock::now() + client->options().command_timeout);
     if (!renewed) return report(renewed.error());
-    output::print_renewed(o->name, *ttl, context.global.json);
+    output::print_renewed(o->name, *renewed, context.global.json);
     return 0;
   };
 }

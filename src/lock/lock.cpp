@@ -51,7 +51,7 @@ std::string identity_blob(const Identity& who) {
   return netstrings({who.owner, who.host, std::to_string(who.pid), who.command});
 }
 
-/// A record is "fence\nsince_ms\nmode\nblob" (see lock.lua).
+/// A record is "fence\nsince_ms\nmode\nttl_ms\nblob" (see lock.lua).
 struct Record {
   std::int64_t fence = 0;
   std::int64_t since_ms = 0;
@@ -61,7 +61,7 @@ struct Record {
 
 Record parse_record(std::string_view text) {
   Record record;
-  std::string_view parts[3];
+  std::string_view parts[4];
   for (auto& part : parts) {
     auto nl = text.find('\n');
     if (nl == std::string_view::npos) return record;
@@ -213,17 +213,17 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
   }
 }
 
-Result<void> LockClient::renew(const std::string& name, const std::string& token, Millis ttl,
-                               Deadline deadline) {
+Result<Millis> LockClient::renew(const std::string& name, const std::string& token, Millis ttl,
+                                 Deadline deadline) {
   auto reply = run(name, {"renew", token, std::to_string(ttl.count())}, deadline);
   if (!reply) return std::unexpected(reply.error());
   auto renewed = integer_of(*reply);
   if (!renewed) return std::unexpected(renewed.error());
-  if (*renewed != 1)
+  if (*renewed <= 0)
     return fail(
         Error::Code::not_owner,
         fmt::format("lock '{}' is not held by this token (expired, released or taken)", name));
-  return {};
+  return Millis(*renewed);
 }
 
 Result<void> LockClient::release(const std::string& name, const std::string& token) {
@@ -246,9 +246,11 @@ Result<std::vector<HolderView>> LockClient::force_release(const std::string& nam
     return fail(Error::Code::protocol, "unexpected reply from the lock script");
   std::vector<HolderView> evicted;
   const auto& e = reply->elements;
-  for (size_t k = 0; k + 1 < e.size(); k += 2) {
+  if (e.empty()) return fail(Error::Code::protocol, "unexpected reply from the lock script");
+  auto now = integer_of(e[0]).value_or(0);
+  for (size_t k = 1; k + 1 < e.size(); k += 2) {
     auto record = parse_record(e[k + 1].str);
-    evicted.push_back(holder_from(e[k].str, record, record.since_ms, Millis(0)));
+    evicted.push_back(holder_from(e[k].str, record, now, Millis(0)));
   }
   return evicted;
 }

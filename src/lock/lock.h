@@ -97,9 +97,10 @@ class LockClient {
   Result<Grant> acquire(const Request& request, std::optional<Millis> wait,
                         const Progress& progress = {}, int interrupt_fd = -1);
 
-  /// Extends the lease to `ttl` from now; not_owner if the token lost it.
-  Result<void> renew(const std::string& name, const std::string& token, Millis ttl,
-                     Deadline deadline);
+  /// Extends the lease to `ttl` from now (0: the TTL it was acquired with)
+  /// and returns the new lease; not_owner if the token lost it.
+  Result<Millis> renew(const std::string& name, const std::string& token, Millis ttl,
+                       Deadline deadline);
   /// Releases (or leaves the queue); not_owner if the token held nothing.
   Result<void> release(const std::string& name, const std::string& token);
   /// Evicts every holder, or the one with this short id; returns them.

@@ -7,8 +7,8 @@
 --   3 q  ZSET token -> arrival seq every waiter, in arrival order
 --   4 x  ZSET token -> arrival seq the exclusive waiters (subset of q)
 --   5 l  ZSET token -> lease ms    waiter leases
---   6 i  HASH token -> record      "fence\nsince_ms\nmode\nblob" of holders
---                                   and waiters (fence 0 for waiters)
+--   6 i  HASH token -> record      "fence\nsince_ms\nmode\nttl_ms\nblob" of
+--                                   holders and waiters (fence 0 for waiters)
 --   7 m  HASH                      limit, seq (arrival counter)
 --   8 f  STRING                    fencing counter: the only key that stays
 --   9 a  STRING                    last forced release (audit), 24 h:
@@ -260,7 +260,7 @@ local function acquire()
     local fence = redis.call('INCR', F)
     local set = mode == 'shared' and S or H
     redis.call('ZADD', set, now + ttl, token)
-    redis.call('HSET', I, token, fence .. '\n' .. now .. '\n' .. mode .. '\n' .. blob)
+    redis.call('HSET', I, token, fence .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
     cover_holder(set, now + ttl)
     return { 1, fence }
   end
@@ -283,14 +283,15 @@ local function acquire()
     seq = redis.call('HINCRBY', M, 'seq', 1)
     redis.call('ZADD', Q, seq, token)
     if mode ~= 'shared' then redis.call('ZADD', X, seq, token) end
-    redis.call('HSET', I, token, '0\n' .. now .. '\n' .. mode .. '\n' .. blob)
+    redis.call('HSET', I, token, '0\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
   end
   redis.call('ZADD', L, now + lease, token)
   cover_queue(now + lease, not queued)
   return { 0, rank + 1, holder[1], holder[2] }
 end
 
--- renew TOKEN TTL_MS -> 1 renewed, 0 the token does not hold the lock
+-- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
+-- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
 local function renew()
   local token, ttl = ARGV[2], tonumber(ARGV[3])
   if purge() then wake_ready() end
@@ -299,9 +300,13 @@ local function renew()
     tidy()
     return 0
   end
+  if ttl <= 0 then
+    ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
+      or 30000
+  end
   redis.call('ZADD', held, now + ttl, token)
   cover_holder(held, now + ttl)
-  return 1
+  return ttl
 end
 
 -- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
@@ -327,8 +332,8 @@ local function release()
   return found and 1 or 0
 end
 
--- force ID AUDIT_BLOB -> {id1, record1, id2, record2, ...} of the evicted
--- holders. ID '' evicts every holder; otherwise the holder whose short id
+-- force ID AUDIT_BLOB -> {now, id1, record1, id2, record2, ...} of the
+-- evicted holders. ID '' evicts every holder; otherwise the holder whose short id
 -- (first 8 hex digits of sha1(token)) is ID. The audit record stays 24 h.
 local function force()
   local id, audit = ARGV[2], ARGV[3]
@@ -354,6 +359,7 @@ local function force()
   end
   wake_ready()
   tidy()
+  table.insert(evicted, 1, now)
   return evicted
 end
 
