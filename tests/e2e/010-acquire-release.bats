@@ -118,6 +118,15 @@ FOREIGN_TOKEN=0123456789abcdef0123456789abcdef
   assert_greater "$(json 'd["holders"][0]["ttl_ms"]')" 10000
 }
 
+@test "renew: without --ttl the lease is renewed for the TTL it was acquired with" {
+  rl 0 acquire keep-ttl -t 5m
+  local token="$output"
+  rl 0 renew keep-ttl --token "$token" --json
+  assert_equal "$(json 'd["ttl_ms"]')" 300000
+  rl 0 status keep-ttl --json
+  assert_greater "$(json 'd["holders"][0]["ttl_ms"]')" 290000
+}
+
 @test "release and renew: a stale token from an expired lease is refused, the new holder keeps it" {
   rl 0 acquire stale -t 1s
   local old="$output"

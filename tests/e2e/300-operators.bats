@@ -99,6 +99,13 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
 @test "release --force: prints the evicted holder, and status shows who forced it" {
   rl 0 acquire stuck --owner alice-deploy -t 60s
   local token="$output"
+  sleep 0.3
+  rl 0 release stuck --force --json
+  assert_json
+  # The evicted holder's age is its real age, not zero.
+  assert_greater "$(json 'd["evicted"][0]["age_ms"]')" 250
+  rl 0 acquire stuck --owner alice-deploy -t 60s
+  token="$output"
   rl 0 release stuck --force
   assert_output --regexp "^evicted [0-9a-f]{8} from lock 'stuck': alice-deploy \(pid [0-9]+"
   assert_equal "${#lines[@]}" 1
@@ -106,7 +113,7 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   rl 1 renew stuck --token "$token"
 
   rl 1 status stuck
-  assert_line --index 0 "lock 'stuck': free (last fence 1)"
+  assert_line --index 0 "lock 'stuck': free (last fence 2)"
   assert_line --regexp "^  force-released [0-9.]+m?s ago by $(id -un)@$(hostname) on $(hostname): [0-9a-f]{8} alice-deploy"
 
   rl 1 status stuck --json
@@ -114,7 +121,7 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   assert_equal "$(json 'd["held"]')" false
   assert_equal "$(json 'd["forced"]["by"]["owner"]')" "$(id -un)@$(hostname)"
   assert_equal "$(json 'd["forced"]["evicted"][0]["owner"]')" alice-deploy
-  assert_equal "$(json 'd["forced"]["evicted"][0]["fence"]')" 1
+  assert_equal "$(json 'd["forced"]["evicted"][0]["fence"]')" 2
 }
 
 @test "release --force: a free lock evicts nobody and exits 1" {
