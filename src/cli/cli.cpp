@@ -58,7 +58,7 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
 int usage_error(const CLI::Error& e) {
   std::string what = e.what();
   if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-  fmt::print(stderr, "rlock: error: {}\nTry 'rlock --help' for more information.\n", what);
+  fmt::print(stderr, "rlock: error: {} (see 'rlock --help')\n", what);
   return static_cast<int>(ExitStatus::usage);
 }
 
@@ -106,8 +106,8 @@ int run_main(int argc, char** argv) {
   for (auto& [sub, action] : commands)
     if (sub->parsed()) return action();
   fmt::print(stderr,
-             "rlock: error: a command is required (run, acquire, renew, release, status)\n"
-             "Try 'rlock --help' for more information.\n");
+             "rlock: error: a command is required: run, acquire, renew, release or status "
+             "(see 'rlock --help')\n");
   return static_cast<int>(ExitStatus::usage);
 }
 
