@@ -34,39 +34,22 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
 RLOCK="${RLOCK_BIN:-$REPO/build/rlock}"
 N="${1:-100000}"
 RUNS="${2:-3}"
 [[ -x "$RLOCK" ]] || { echo "no binary at $RLOCK (build first, or set RLOCK_BIN)" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/rlock-bench.XXXXXX")"
-redis_pid=""
 cleanup() {
-  if [[ -n "$redis_pid" ]]; then
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-  fi
+  stop_private_redis
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-port=""
-for _ in 1 2 3 4 5; do
-  candidate=$((20000 + RANDOM % 30000))
-  redis-server --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$work" --logfile "$work/redis.log" </dev/null >/dev/null 2>&1 &
-  redis_pid=$!
-  for ((i = 0; i < 100; i++)); do
-    if [[ "$(redis-cli -p "$candidate" ping 2>/dev/null)" == PONG ]]; then port=$candidate; break; fi
-    kill -0 "$redis_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  [[ -n "$port" ]] && break
-  kill "$redis_pid" 2>/dev/null || true
-  wait "$redis_pid" 2>/dev/null || true
-  redis_pid=""
-done
-[[ -n "$port" ]] || { echo "could not start redis-server" >&2; exit 1; }
+start_private_redis "$work" || { echo "could not start redis-server" >&2; exit 1; }
+port="$PRIVATE_REDIS_PORT"
 
 unset REDIS_URL RLOCK_PREFIX RLOCK_PASSWORD REDISCLI_AUTH RLOCK_CONFIG RLOCK_CONNECT_TIMEOUT
 export RLOCK_URL="redis://127.0.0.1:$port/0" HOME="$work"

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# Shared by scripts/test and scripts/demo: the Debian packages rlock needs to
-# build, test and package itself, and a function that installs the missing
-# ones. Sourced, never executed.
+# Shared by scripts/test, scripts/demo, tests/checks/*.sh and bench/*.sh: the
+# Debian packages rlock needs to build, test and package itself, a function
+# that installs the missing ones, and private redis-servers for the checks and
+# benchmarks. Sourced, never executed.
 
 # Everything a fresh Debian 12 needs, grouped by purpose.
 RLOCK_PACKAGES=(
@@ -68,6 +69,55 @@ for port in random.sample(candidates, 200):
 else:
     raise SystemExit("no free port found")
 EOF
+}
+
+# The server of start_private_redis: empty until one runs, so a script's EXIT
+# trap may call stop_private_redis before (or without) starting one.
+PRIVATE_REDIS_PORT=""
+PRIVATE_REDIS_PID=""
+
+# start_private_redis DIR: starts a throwaway redis-server (no persistence) on
+# 127.0.0.1 at a random port in 20000-49999, with DIR as its working directory
+# and DIR/redis.log as its log, and waits (up to 5 s) until it answers PING;
+# tries up to 5 ports. Sets PRIVATE_REDIS_PORT and PRIVATE_REDIS_PID and
+# returns 0, or returns 1 with nothing left running. PRIVATE_REDIS_PID is set
+# as soon as the server is started, so an EXIT trap that calls
+# stop_private_redis never leaks it. Call it in the script's own shell, not in
+# $(...), so that the server is a child of that shell and can be reaped.
+start_private_redis() {
+  local dir="$1" candidate i _
+  PRIVATE_REDIS_PORT=""
+  PRIVATE_REDIS_PID=""
+  for _ in 1 2 3 4 5; do
+    candidate="$(free_loopback_port)"
+    redis-server --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
+      --dir "$dir" --logfile "$dir/redis.log" </dev/null >/dev/null 2>&1 &
+    PRIVATE_REDIS_PID=$!
+    for ((i = 0; i < 100; i++)); do
+      # The server that answers must be ours: another one may have taken the
+      # port in the meantime, and its data is not ours to flush.
+      if redis-cli -p "$candidate" info server 2>/dev/null | tr -d '\r' |
+        grep -qx "process_id:$PRIVATE_REDIS_PID"; then
+        # shellcheck disable=SC2034 # read by the scripts that source this file
+        PRIVATE_REDIS_PORT=$candidate
+        return 0
+      fi
+      kill -0 "$PRIVATE_REDIS_PID" 2>/dev/null || break
+      sleep 0.05
+    done
+    stop_private_redis
+  done
+  return 1
+}
+
+# stop_private_redis: stops the server of start_private_redis, if any, and
+# waits for it to exit; safe to call more than once (e.g. from a trap).
+stop_private_redis() {
+  if [[ -n "${PRIVATE_REDIS_PID:-}" ]]; then
+    kill "$PRIVATE_REDIS_PID" 2>/dev/null || true
+    wait "$PRIVATE_REDIS_PID" 2>/dev/null || true
+  fi
+  PRIVATE_REDIS_PID=""
 }
 
 # Configures build/ (options already in its cache are kept unless given again).

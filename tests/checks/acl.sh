@@ -11,18 +11,16 @@
 # Binary: $RLOCK_BIN, else $BUILD_DIR/rlock, else build/rlock.
 set -euo pipefail
 REPO="${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
 RLOCK="${RLOCK_BIN:-${BUILD_DIR:-$REPO/build}/rlock}"
 [[ -x "$RLOCK" ]] || { echo "acl.sh: no binary at $RLOCK" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/rlock-acl.XXXXXX")"
-redis_pid=""
 bg_pid=""
 cleanup() {
   if [[ -n "$bg_pid" ]]; then kill "$bg_pid" 2>/dev/null || true; fi
-  if [[ -n "$redis_pid" ]]; then
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-  fi
+  stop_private_redis
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -54,23 +52,8 @@ if ((${#missing[@]})); then
 fi
 echo "the ACL allows all $(wc -w <<<"$script_cmds") commands src/lock/scripts/*.lua calls"
 
-port=""
-for _ in 1 2 3 4 5; do
-  candidate=$((20000 + RANDOM % 30000))
-  redis-server --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$work" --logfile "$work/redis.log" </dev/null >/dev/null 2>&1 &
-  redis_pid=$!
-  for ((i = 0; i < 100; i++)); do
-    if [[ "$(redis-cli -p "$candidate" ping 2>/dev/null)" == PONG ]]; then port=$candidate; break; fi
-    kill -0 "$redis_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  [[ -n "$port" ]] && break
-  kill "$redis_pid" 2>/dev/null || true
-  wait "$redis_pid" 2>/dev/null || true
-  redis_pid=""
-done
-[[ -n "$port" ]] || { echo "acl.sh: could not start redis-server" >&2; exit 1; }
+start_private_redis "$work" || { echo "acl.sh: could not start redis-server" >&2; exit 1; }
+port="$PRIVATE_REDIS_PORT"
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$port:"
 
 admin() { redis-cli -p "$port" "$@" </dev/null; }

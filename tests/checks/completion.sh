@@ -8,17 +8,15 @@
 # Binary: $RLOCK_BIN, else $BUILD_DIR/rlock, else build/rlock.
 set -euo pipefail
 REPO="${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
 RLOCK="${RLOCK_BIN:-${BUILD_DIR:-$REPO/build}/rlock}"
 [[ -x "$RLOCK" ]] || { echo "completion.sh: no binary at $RLOCK" >&2; exit 1; }
 RLOCK="$(cd "$(dirname "$RLOCK")" && pwd)/$(basename "$RLOCK")"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/rlock-completion.XXXXXX")"
-redis_pid=""
 cleanup() {
-  if [[ -n "$redis_pid" ]]; then
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-  fi
+  stop_private_redis
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -31,23 +29,8 @@ fail() {
 }
 
 # --- a private server with three locks ---------------------------------------
-port=""
-for _ in 1 2 3 4 5; do
-  candidate=$((20000 + RANDOM % 30000))
-  redis-server --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$work" --logfile "$work/redis.log" </dev/null >/dev/null 2>&1 &
-  redis_pid=$!
-  for ((i = 0; i < 100; i++)); do
-    if [[ "$(redis-cli -p "$candidate" ping 2>/dev/null)" == PONG ]]; then port=$candidate; break; fi
-    kill -0 "$redis_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  [[ -n "$port" ]] && break
-  kill "$redis_pid" 2>/dev/null || true
-  wait "$redis_pid" 2>/dev/null || true
-  redis_pid=""
-done
-[[ -n "$port" ]] || { echo "completion.sh: could not start redis-server" >&2; exit 1; }
+start_private_redis "$work" || { echo "completion.sh: could not start redis-server" >&2; exit 1; }
+port="$PRIVATE_REDIS_PORT"
 unset REDIS_URL RLOCK_PREFIX RLOCK_PASSWORD REDISCLI_AUTH RLOCK_CONFIG RLOCK_CONNECT_TIMEOUT
 export HOME="$work" RLOCK_URL="redis://127.0.0.1:$port/0"
 for name in nightly-report deploy-prod "build cache"; do

@@ -16,16 +16,6 @@ setup() {
   rcli FLUSHALL >/dev/null
 }
 
-# wait_for_file PATH: waits (up to 10 s) until PATH exists.
-wait_for_file() {
-  local i
-  for ((i = 0; i < 200; i++)); do
-    [[ -e "$1" ]] && return 0
-    sleep 0.05
-  done
-  fail "timed out waiting for $1"
-}
-
 # wait_held NAME: waits (up to 10 s) until `status NAME` says held.
 wait_held() {
   local i
@@ -34,10 +24,6 @@ wait_held() {
     sleep 0.05
   done
   fail "lock '$1' was never taken"
-}
-
-now_ms() {
-  echo $(($(date +%s%N) / 1000000))
 }
 
 # --- mutual exclusion ----------------------------------------------------------

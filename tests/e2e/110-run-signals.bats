@@ -19,60 +19,7 @@ setup() {
 
 teardown() {
   # Whatever a failed test left running.
-  local f
-  for f in "$BATS_TEST_TMPDIR"/*.pid; do
-    [[ -e "$f" ]] && kill -KILL "$(cat "$f")" 2>/dev/null || true
-  done
-}
-
-# bg_rlock TAG ARGS...: starts rlock itself in the background (not through
-# timeout, so that $TAG.pid is rlock's own pid and signals reach it).
-# A background job of a non-interactive shell starts with SIGINT and SIGQUIT
-# ignored; `env --default-signal` (which execs, keeping the pid) undoes that.
-bg_rlock() {
-  local tag="$1"
-  shift
-  env --default-signal=INT,QUIT "$RLOCK" "$@" >"$M/$tag.out" 2>"$M/$tag.err" </dev/null 3>&- &
-  echo "$!" >"$M/$tag.pid"
-}
-
-# bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for it
-# to exit and checks its status like `rl`; sets $status, $output, $stderr.
-bg_wait() {
-  local tag="$1" expected="$2" limit="${3:-15}" pid i
-  pid="$(cat "$M/$tag.pid")"
-  for ((i = 0; i < limit * 20; i++)); do
-    if ! kill -0 "$pid" 2>/dev/null || [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == Z* ]]; then
-      break
-    fi
-    sleep 0.05
-  done
-  if kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; then
-    kill -KILL "$pid" 2>/dev/null || true
-    fail "rlock $tag did not exit within ${limit}s"
-  fi
-  status=0
-  wait "$pid" || status=$?
-  rm -f "$M/$tag.pid"
-  output="$(cat "$M/$tag.out")"
-  stderr="$(cat "$M/$tag.err")"
-  bats_separate_lines lines output
-  bats_separate_lines stderr_lines stderr
-  _rl_check "$expected" "rlock ($tag)"
-}
-
-# wait_for_file PATH [SECONDS]: waits until PATH exists.
-wait_for_file() {
-  local i limit="${2:-10}"
-  for ((i = 0; i < limit * 20; i++)); do
-    [[ -e "$1" ]] && return 0
-    sleep 0.05
-  done
-  fail "timed out waiting for $1"
-}
-
-now_ms() {
-  echo $(($(date +%s%N) / 1000000))
+  kill_bg_pids
 }
 
 @test "run: SIGTERM reaches the command, rlock exits 143, the lock is free at once" {

@@ -22,53 +22,7 @@ teardown() {
   # A frozen server must not stay frozen for the next test, and nothing a
   # failed test started may keep running.
   kill -CONT "$REDIS_PID" 2>/dev/null || true
-  local f
-  for f in "$BATS_TEST_TMPDIR"/*.pid; do
-    [[ -e "$f" ]] && kill -KILL "$(cat "$f")" 2>/dev/null || true
-  done
-}
-
-# bg_rlock TAG ARGS...: starts rlock itself in the background; $TAG.pid is
-# rlock's own pid.
-bg_rlock() {
-  local tag="$1"
-  shift
-  "$RLOCK" "$@" >"$M/$tag.out" 2>"$M/$tag.err" </dev/null 3>&- &
-  echo "$!" >"$M/$tag.pid"
-}
-
-# bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for it
-# to exit and checks its status like `rl`; sets $status, $output, $stderr.
-bg_wait() {
-  local tag="$1" expected="$2" limit="${3:-15}" pid i
-  pid="$(cat "$M/$tag.pid")"
-  for ((i = 0; i < limit * 20; i++)); do
-    if ! kill -0 "$pid" 2>/dev/null || [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == Z* ]]; then
-      break
-    fi
-    sleep 0.05
-  done
-  if kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; then
-    kill -KILL "$pid" 2>/dev/null || true
-    fail "rlock $tag did not exit within ${limit}s"
-  fi
-  status=0
-  wait "$pid" || status=$?
-  rm -f "$M/$tag.pid"
-  output="$(cat "$M/$tag.out")"
-  stderr="$(cat "$M/$tag.err")"
-  bats_separate_lines lines output
-  bats_separate_lines stderr_lines stderr
-  _rl_check "$expected" "rlock ($tag)"
-}
-
-wait_for_file() {
-  local i limit="${2:-10}"
-  for ((i = 0; i < limit * 20; i++)); do
-    [[ -e "$1" ]] && return 0
-    sleep 0.05
-  done
-  fail "timed out waiting for $1"
+  kill_bg_pids
 }
 
 # A command that records when SIGTERM reached it (ns), starts a background

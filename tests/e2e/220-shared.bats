@@ -20,60 +20,6 @@ teardown() {
   stop_sessions
 }
 
-# --- helpers of this file ----------------------------------------------------
-
-# session TAG SCRIPT: runs the bash SCRIPT in the background, bounded by a
-# timeout, with $RLOCK and $DIR (the test's tmpdir) set. Its stdout/stderr go
-# to $DIR/TAG.out/.err, and its pid to $DIR/TAG.pid: the pid of the bash that
-# runs SCRIPT, which is the pid status shows for an `acquire` it runs (the
-# trailing `exit` keeps bash from exec-ing the last command).
-session() {
-  local tag="$1" script="$2" dir="$BATS_TEST_TMPDIR"
-  RLOCK="$RLOCK" DIR="$dir" timeout -k 5 60 bash -c "echo \$\$ >'$dir/$tag.pid'; $script; exit \$?" \
-    >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null 3>&- &
-  echo "$!" >>"$dir/sessions"
-  # The pid file is written first thing; wait (bounded) so callers can use it.
-  local i
-  for ((i = 0; i < 200; i++)); do
-    [[ -s "$dir/$tag.pid" ]] && return 0
-    sleep 0.01
-  done
-}
-
-# wait_sessions: waits for every session of this test to end.
-wait_sessions() {
-  local pid
-  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
-  while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
-}
-
-# stop_sessions: kills whatever a failed test left running (timeout's process
-# group takes the rlock children with it).
-stop_sessions() {
-  local pid
-  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
-  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
-  wait_sessions
-}
-
-# waiters NAME: how many waiters `status NAME --json` shows.
-waiters() {
-  "$RLOCK" status "$1" --json 2>/dev/null |
-    "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["waiters"]))' 2>/dev/null ||
-    echo -1
-}
-
-# wait_waiters NAME N: waits (bounded, 10 s) until NAME has exactly N waiters.
-wait_waiters() {
-  local i n
-  for ((i = 0; i < 200; i++)); do
-    n="$(waiters "$1")"
-    ((n == $2)) && return 0
-    sleep 0.05
-  done
-  fail "lock '$1' has $n waiters, expected $2"
-}
-
 # --- tests -------------------------------------------------------------------
 
 @test "shared: several shared holders hold the lock at once" {

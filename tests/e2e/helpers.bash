@@ -84,6 +84,128 @@ rl_wait() {
   _rl_check "$expected" "$(cat "$base.cmd")"
 }
 
+# --- rlock in the background, signalled (the `run` suites) ------------------
+
+# bg_rlock TAG ARGS...: starts rlock itself in the background (not through
+# timeout, so that $BATS_TEST_TMPDIR/TAG.pid is rlock's own pid and signals
+# reach it); its stdout/stderr go to TAG.out/.err there. Collect with bg_wait.
+# A background job of a non-interactive shell starts with SIGINT and SIGQUIT
+# ignored; `env --default-signal` (which execs, keeping the pid) undoes that,
+# so rlock starts with the dispositions a foreground one would have.
+bg_rlock() {
+  local tag="$1" dir="$BATS_TEST_TMPDIR"
+  shift
+  env --default-signal=INT,QUIT "$RLOCK" "$@" >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null 3>&- &
+  echo "$!" >"$dir/$tag.pid"
+}
+
+# bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for
+# `bg_rlock TAG` to exit (SIGKILLs it and fails the test if it does not),
+# checks its status like `rl`, and sets $status, $output, $lines, $stderr.
+bg_wait() {
+  local tag="$1" expected="$2" limit="${3:-15}" dir="$BATS_TEST_TMPDIR" pid i
+  pid="$(cat "$dir/$tag.pid")"
+  for ((i = 0; i < limit * 20; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null || [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == Z* ]]; then
+      break
+    fi
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    fail "rlock $tag did not exit within ${limit}s"
+  fi
+  status=0
+  wait "$pid" || status=$?
+  rm -f "$dir/$tag.pid"
+  output="$(cat "$dir/$tag.out")"
+  stderr="$(cat "$dir/$tag.err")"
+  bats_separate_lines lines output
+  bats_separate_lines stderr_lines stderr
+  _rl_check "$expected" "rlock ($tag)"
+}
+
+# kill_bg_pids: SIGKILLs the pid in every $BATS_TEST_TMPDIR/*.pid (for
+# teardown: whatever bg_rlock started that a failed test never collected).
+kill_bg_pids() {
+  local f
+  for f in "$BATS_TEST_TMPDIR"/*.pid; do
+    if [[ -e "$f" ]]; then kill -KILL "$(cat "$f")" 2>/dev/null || true; fi
+  done
+}
+
+# wait_for_file PATH [SECONDS]: waits at most SECONDS (default 10) until PATH
+# exists; fails the test otherwise.
+wait_for_file() {
+  local i limit="${2:-10}"
+  for ((i = 0; i < limit * 20; i++)); do
+    [[ -e "$1" ]] && return 0
+    sleep 0.05
+  done
+  fail "timed out waiting for $1"
+}
+
+# now_ms: the wall clock in milliseconds.
+now_ms() {
+  echo $(($(date +%s%N) / 1000000))
+}
+
+# --- sessions: scripts of several rlock calls in the background --------------
+# For the queueing suites (fifo, semaphore, shared). A file that uses session
+# stops what a failed test left running with `teardown() { stop_sessions; }`.
+
+# session TAG SCRIPT: runs the bash SCRIPT in the background, bounded by a
+# timeout, with $RLOCK and $DIR (the test's tmpdir) set. Its stdout/stderr go
+# to $DIR/TAG.out/.err, and its pid to $DIR/TAG.pid: the pid of the bash that
+# runs SCRIPT, which is the pid status shows for an `acquire` it runs (the
+# trailing `exit` keeps bash from exec-ing the last command).
+session() {
+  local tag="$1" script="$2" dir="$BATS_TEST_TMPDIR"
+  RLOCK="$RLOCK" DIR="$dir" timeout -k 5 60 bash -c "echo \$\$ >'$dir/$tag.pid'; $script; exit \$?" \
+    >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null 3>&- &
+  echo "$!" >>"$dir/sessions"
+  # The pid file is written first thing; wait (bounded) so callers can use it.
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$dir/$tag.pid" ]] && return 0
+    sleep 0.01
+  done
+}
+
+# wait_sessions: waits for every session of this test to end.
+wait_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+}
+
+# stop_sessions: kills whatever a failed test left running (timeout's process
+# group takes the rlock children with it).
+stop_sessions() {
+  local pid
+  [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+  wait_sessions
+}
+
+# waiters NAME: how many waiters `status NAME --json` shows (-1 if it fails).
+waiters() {
+  "$RLOCK" status "$1" --json 2>/dev/null |
+    "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["waiters"]))' 2>/dev/null ||
+    echo -1
+}
+
+# wait_waiters NAME N: waits (bounded, 10 s) until NAME has exactly N waiters.
+wait_waiters() {
+  local i n
+  for ((i = 0; i < 200; i++)); do
+    n="$(waiters "$1")"
+    ((n == $2)) && return 0
+    sleep 0.05
+  done
+  fail "lock '$1' has $n waiters, expected $2"
+}
+
 # --- assertions --------------------------------------------------------------
 
 # assert_stderr / refute_stderr: assert_output / refute_output on $stderr.
