@@ -159,12 +159,38 @@ Result<Attempt> LockClient::attempt(const Request& request, const std::string& t
   return attempt;
 }
 
+namespace {
+
+/// Decides whether a waiter rides out a transport failure: only once it is
+/// queued (a server that never answered is an error at once), only for
+/// k_outage_tolerance and within its own --wait. Sleeps a little before the
+/// retry, waking early on `interrupt_fd`. An error means: give up with it.
+Result<void> ride_out(const Error& error, bool queued, std::optional<Deadline>& outage_since,
+                      Deadline give_up_at, int interrupt_fd) {
+  if (!queued || error.code != Error::Code::unreachable) return std::unexpected(error);
+  auto now = Clock::now();
+  if (!outage_since) outage_since = now;
+  if (now - *outage_since >= k_outage_tolerance || now >= give_up_at) return std::unexpected(error);
+  // Reconnecting every half second is quick to notice a restarted server
+  // and costs nothing while it is down.
+  constexpr Millis k_retry_pause{500};
+  pollfd fd{interrupt_fd, POLLIN, 0};
+  if (poll(&fd, interrupt_fd >= 0 ? 1 : 0, static_cast<int>(k_retry_pause.count())) > 0)
+    return fail(Error::Code::interrupted, "interrupted while waiting for the server");
+  return {};
+}
+
+}  // namespace
+
 Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> wait,
                                   const Progress& progress, int interrupt_fd) {
   auto token = new_token();
   if (!token) return std::unexpected(token.error());
   const bool blocking = !wait || wait->count() > 0;
   const auto start = Clock::now();
+  const Deadline give_up_at = wait ? start + *wait : Deadline::max();
+  bool queued = false;
+  std::optional<Deadline> outage_since;
   for (;;) {
     auto tried = attempt(request, *token, blocking);
     // The reply may have been lost after the server took the lock for us:
@@ -172,9 +198,15 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
     // so one retry on a fresh connection never leaves an orphaned lock.
     if (!tried && tried.error().code == Error::Code::unreachable)
       tried = attempt(request, *token, blocking);
-    if (!tried) return std::unexpected(tried.error());
+    if (!tried) {
+      auto retry = ride_out(tried.error(), queued, outage_since, give_up_at, interrupt_fd);
+      if (!retry) return std::unexpected(retry.error());
+      continue;
+    }
     if (tried->acquired) return Grant{*token, tried->fence};
     if (!blocking) return fail(Error::Code::busy, fmt::format("lock '{}' is busy", request.name));
+    queued = true;
+    outage_since.reset();
 
     auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start);
     if (progress) progress(*tried, waited);
@@ -192,7 +224,11 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
       block = std::min(block, left);
     }
     auto conn = connection();
-    if (!conn) return std::unexpected(conn.error());
+    if (!conn) {
+      auto retry = ride_out(conn.error(), queued, outage_since, give_up_at, interrupt_fd);
+      if (!retry) return std::unexpected(retry.error());
+      continue;
+    }
     (*conn)->set_interrupt_fd(interrupt_fd);
     // BLPOP takes fractional seconds (Redis >= 6.0); it returns early when a
     // release pushes to our wake list.
@@ -206,8 +242,11 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
         // Leave the queue on a fresh connection; if that fails the lease
         // removes us within k_waiter_lease anyway.
         (void)release(request.name, *token);
+        return std::unexpected(woke.error());
       }
-      return std::unexpected(woke.error());
+      auto retry = ride_out(woke.error(), queued, outage_since, give_up_at, interrupt_fd);
+      if (!retry) return std::unexpected(retry.error());
+      continue;
     }
     (*conn)->set_interrupt_fd(-1);
   }

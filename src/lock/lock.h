@@ -81,6 +81,11 @@ inline constexpr Millis k_waiter_lease{3000};
 /// A waiter re-checks (and refreshes its lease) this often even without a
 /// notification, so a lost wake-up or a crashed holder never hangs it.
 inline constexpr Millis k_recheck_interval{1000};
+/// A queued waiter rides out a Redis restart or failover this long (a
+/// Sentinel failover takes well under 30 s) before giving up as unreachable.
+/// It keeps its token, so it keeps its place, or rejoins at the end if the
+/// server lost the queue.
+inline constexpr Millis k_outage_tolerance{30'000};
 
 class LockClient {
  public:

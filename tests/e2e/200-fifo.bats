@@ -19,6 +19,7 @@ setup() {
 
 teardown() {
   stop_sessions
+  kill_bg_pids
 }
 
 # --- tests -------------------------------------------------------------------
@@ -191,4 +192,24 @@ teardown() {
   assert_output "$(for i in 1 2 3 4; do printf '+ R%s\n- R%s\n' "$i" "$i"; done)"
   run lock_keys
   assert_output 'rlock:{fifo-run}:f'
+}
+
+@test "fifo: a queued waiter rides out a server restart instead of failing" {
+  # A server of its own: the file's server keeps its pid for the others.
+  M="$BATS_TEST_TMPDIR"
+  start_redis
+  local port="$REDIS_PORT" dir
+  rl 0 acquire restart-wait -t 60s
+  bg_rlock waiter acquire restart-wait -w 30s
+  wait_waiters restart-wait 1
+  stop_redis
+  sleep 1
+  dir="$(_redis_dir)"
+  _launch_redis "$dir" --port "$port"
+  REDIS_PID="$_REDIS_PID"
+  # The restarted server lost the holder and the queue: the waiter rejoins
+  # with its token and gets the lock, instead of exiting 69.
+  bg_wait waiter 0 20
+  assert_output --regexp '^[0-9a-f]{32}$'
+  rl 0 status restart-wait
 }
