@@ -31,8 +31,11 @@ on_tty() {
   rl 0 acquire tty-wait -t 30s --owner alice-deploy
   local token="$output"
   (sleep 2.5 && "$RLOCK" release tty-wait --token "$token") 3>&- &
+  local releaser=$!
   on_tty run tty-wait -w 10s -- true
-  wait
+  # Only our own job: a bare `wait` would also wait for what other suites
+  # of the same bats run left behind.
+  wait "$releaser"
   assert_equal "$status" 0
   assert_output --partial "waiting"
   assert_output --regexp "for lock 'tty-wait' held by alice-deploy \(pid [0-9]+, [^)]+\) since [0-9.]+m?s ago"
