@@ -3,18 +3,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
-setup() {
-  rcli FLUSHALL >/dev/null
-}
-
 # A token nobody was ever given: the same shape as a real one, 128 bits of hex.
 FOREIGN_TOKEN=0123456789abcdef0123456789abcdef
 

@@ -3,18 +3,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
-setup() {
-  rcli FLUSHALL >/dev/null
-}
-
 teardown() {
   # The OOM test lowers maxmemory; never let that leak into the next test.
   rcli CONFIG SET maxmemory 0 >/dev/null || true

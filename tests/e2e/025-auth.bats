@@ -12,10 +12,6 @@ setup_file() {
   acli ACL SETUSER locker on ">$USER_PASSWORD" '~rlock:*' '&*' '+@all' >/dev/null
 }
 
-teardown_file() {
-  stop_all_redis
-}
-
 # redis-cli as the default user of this file's server.
 acli() {
   REDISCLI_AUTH="$PASSWORD" redis-cli -p "$REDIS_PORT" "$@" </dev/null

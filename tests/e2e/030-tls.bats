@@ -12,10 +12,6 @@ setup_file() {
   export REQUIRED_PORT="$TLS_PORT" REQUIRED_SOCK="$TLS_SOCK"
 }
 
-teardown_file() {
-  stop_all_redis
-}
-
 setup() {
   redis-cli -s "$OPTIONAL_SOCK" FLUSHALL >/dev/null
   redis-cli -s "$REQUIRED_SOCK" FLUSHALL >/dev/null

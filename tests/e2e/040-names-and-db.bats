@@ -3,18 +3,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
-setup() {
-  rcli FLUSHALL >/dev/null
-}
-
 # Names that a naive key layout (hash tags, ':' separators) could confuse.
 NAMES=('a{b}c' '{' '}' '{}' 'x:y' 'x' 'with space' 'ünïcødé' 'plain')
 

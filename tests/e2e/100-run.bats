@@ -4,18 +4,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
-setup() {
-  rcli FLUSHALL >/dev/null
-}
-
 # wait_held NAME: waits (up to 10 s) until `status NAME` says held.
 wait_held() {
   local i

@@ -4,14 +4,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
 setup() {
   rcli FLUSHALL >/dev/null
   M="$BATS_TEST_TMPDIR"

@@ -6,18 +6,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
-setup() {
-  rcli FLUSHALL >/dev/null
-}
-
 # on_tty ARGS...: runs rlock ARGS with stdin, stdout and stderr on a fresh
 # pseudo-terminal (bounded by a timeout); $output is what the terminal got,
 # $status rlock's exit status.

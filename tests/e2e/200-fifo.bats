@@ -5,18 +5,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
-setup() {
-  rcli FLUSHALL >/dev/null
-}
-
 teardown() {
   stop_sessions
   kill_bg_pids

@@ -4,18 +4,6 @@
 
 load helpers
 
-setup_file() {
-  start_redis
-}
-
-teardown_file() {
-  stop_all_redis
-}
-
-setup() {
-  rcli FLUSHALL >/dev/null
-}
-
 # make_locks PREFIX COUNT: COUNT held locks under PREFIX, named bulk-00001...,
 # plus three names that need escaping in keys, made in one `redis-cli --pipe`
 # that runs the real lock script (EVALSHA, same KEYS and ARGV as rlock), so

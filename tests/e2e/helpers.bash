@@ -461,3 +461,20 @@ for key in sorted(r.scan_iter(count=1000)):
         out.write(key + b"\t" + hashlib.sha1(dump).hexdigest().encode() + b"\n")
 EOF
 }
+
+# --- default lifecycle ---------------------------------------------------------
+# Most suites want one private server per file and an empty keyspace per
+# test; a suite that needs something else defines its own setup_file, setup
+# or teardown_file after `load helpers`, which replaces these.
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_all_redis
+}
+
+setup() {
+  rcli FLUSHALL >/dev/null
+}
