@@ -374,18 +374,19 @@ Result<std::vector<LockView>> LockClient::list() {
     }
     auto replies = (*conn)->pipeline(commands, Clock::now() + (*conn)->command_timeout());
     if (!replies) return std::unexpected(replies.error());
+    auto noscript = [](const redis::Reply& r) {
+      return r.is_error() && r.str.starts_with("NOSCRIPT");
+    };
+    if (std::any_of(replies->begin(), replies->end(), noscript)) {
+      // The script cache was emptied (restart, failover, SCRIPT FLUSH): one
+      // status through the EVAL fallback loads it, then the batch is redone.
+      if (auto loaded = status(names[first]); !loaded) return std::unexpected(loaded.error());
+      replies = (*conn)->pipeline(commands, Clock::now() + (*conn)->command_timeout());
+      if (!replies) return std::unexpected(replies.error());
+    }
     for (size_t k = first; k < last; ++k) {
       const auto& reply = (*replies)[k - first];
-      if (reply.is_error()) {
-        if (reply.str.starts_with("NOSCRIPT")) {
-          // Load the script once through the EVAL fallback, then redo.
-          auto view = status(names[k]);
-          if (!view) return std::unexpected(view.error());
-          views.push_back(std::move(*view));
-          continue;
-        }
-        return std::unexpected(redis::classify_server_error(reply.str));
-      }
+      if (reply.is_error()) return std::unexpected(redis::classify_server_error(reply.str));
       auto view = parse_status(names[k], reply);
       if (!view) return std::unexpected(view.error());
       // A lock that expired between SCAN and the status read is not listed.
