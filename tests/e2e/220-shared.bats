@@ -30,7 +30,7 @@ teardown() {
     rl 0 acquire rw -s -n
     tokens+=("$output")
   done
-  session x "\"\$RLOCK\" acquire rw -w 40s --owner X; date +%s%N >\"\$DIR/x.at\""
+  session x "\"\$RLOCK\" acquire rw -w 40s --owner X || exit 9; date +%s%N >\"\$DIR/x.at\""
   wait_waiters rw 1
   rl 0 release rw --token "${tokens[0]}"
   rl 0 release rw --token "${tokens[1]}"
@@ -46,7 +46,9 @@ teardown() {
   wait_sessions
   run cat "$BATS_TEST_TMPDIR/x.out"
   assert_output --regexp '^[0-9a-f]{32}$'
-  local ms=$((($(cat "$BATS_TEST_TMPDIR/x.at") - t0) / 1000000))
+  local t_x ms
+  t_x="$(cat "$BATS_TEST_TMPDIR/x.at")"
+  ms=$(((t_x - t0) / 1000000))
   if ((ms >= 500)); then fail "the exclusive took ${ms} ms after the last shared release"; fi
   rl 0 status rw --json
   assert_equal "$(json '[h["mode"] for h in d["holders"]]')" '["exclusive"]'
@@ -101,22 +103,31 @@ teardown() {
 
 @test "run: readers under rlock run --shared overlap, a writer runs alone after them" {
   local i
+  # Each reader stays inside until the test opens the gate (at most 20 s):
+  # three can be inside at once only if they share the lock, however slowly
+  # a loaded machine starts them.
   for i in 1 2 3; do
     session "r$i" "\"\$RLOCK\" run rwrun -s -w 30s -- sh -c '
-      echo \"+ \$(date +%s%N) R\" >>\"\$DIR/log\"; sleep 0.6
+      echo \"+ \$(date +%s%N) R\" >>\"\$DIR/log\"
+      i=0; while [ ! -e \"\$DIR/gate\" ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i + 1)); done
       echo \"- \$(date +%s%N) R\" >>\"\$DIR/log\"'"
   done
-  local n=0
-  for ((i = 0; i < 200; i++)); do
+  # Until all three are inside: at most 10 s by the clock (a count of polls
+  # would stretch without bound on a loaded machine).
+  local n=0 give_up=$(($(now_ms) + 10000))
+  while (($(now_ms) < give_up)); do
     rl 0,1 status rwrun --json
     n="$(json 'len(d["holders"])')"
     ((n == 3)) && break
     sleep 0.05
   done
   assert_equal "$n" 3
+  # The writer queues while the readers are inside, then they leave.
   session w "\"\$RLOCK\" run rwrun -w 30s -- sh -c '
     echo \"+ \$(date +%s%N) W\" >>\"\$DIR/log\"; sleep 0.1
     echo \"- \$(date +%s%N) W\" >>\"\$DIR/log\"'"
+  wait_waiters rwrun 1
+  touch "$BATS_TEST_TMPDIR/gate"
   wait_sessions
   # In time order: three readers enter before any leaves; the writer enters
   # after the last reader left.

@@ -99,6 +99,12 @@ bg_rlock() {
   echo "$!" >"$dir/$tag.pid"
 }
 
+# running PID: true while PID exists and is not a zombie (a child of this
+# shell that died stays a zombie, which `kill -0` still finds, until reaped).
+running() {
+  kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]
+}
+
 # bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for
 # `bg_rlock TAG` to exit (SIGKILLs it and fails the test if it does not),
 # checks its status like `rl`, and sets $status, $output, $lines, $stderr.
@@ -106,12 +112,10 @@ bg_wait() {
   local tag="$1" expected="$2" limit="${3:-15}" dir="$BATS_TEST_TMPDIR" pid i
   pid="$(cat "$dir/$tag.pid")"
   for ((i = 0; i < limit * 20; i++)); do
-    if ! kill -0 "$pid" 2>/dev/null || [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == Z* ]]; then
-      break
-    fi
+    running "$pid" || break
     sleep 0.05
   done
-  if kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; then
+  if running "$pid"; then
     kill -KILL "$pid" 2>/dev/null || true
     fail "rlock $tag did not exit within ${limit}s"
   fi
@@ -158,34 +162,74 @@ now_ms() {
 # timeout, with $RLOCK and $DIR (the test's tmpdir) set. Its stdout/stderr go
 # to $DIR/TAG.out/.err, and its pid to $DIR/TAG.pid: the pid of the bash that
 # runs SCRIPT, which is the pid status shows for an `acquire` it runs (the
-# trailing `exit` keeps bash from exec-ing the last command).
+# trailing `exit` keeps bash from exec-ing the last command). Its exit status
+# (124 if the timeout ended it, 128+N if a signal killed it) goes to
+# $DIR/TAG.rc once it ended: collect and check it with wait_sessions.
 session() {
   local tag="$1" script="$2" dir="$BATS_TEST_TMPDIR"
-  RLOCK="$RLOCK" DIR="$dir" timeout -k 5 60 bash -c "echo \$\$ >'$dir/$tag.pid'; $script; exit \$?" \
-    >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null 3>&- &
-  echo "$!" >>"$dir/sessions"
-  # The pid file is written first thing; wait (bounded) so callers can use it.
+  # A wrapper subshell waits for the timeout and records its status; the
+  # timeout's own pid (TAG.tpid) is what stop_sessions signals, so that its
+  # process group, rlock children included, goes too.
+  (
+    RLOCK="$RLOCK" DIR="$dir" timeout -k 5 60 bash -c "echo \$\$ >'$dir/$tag.pid'; $script; exit \$?" \
+      >"$dir/$tag.out" 2>"$dir/$tag.err" </dev/null &
+    echo "$!" >"$dir/$tag.tpid"
+    rc=0
+    wait "$!" || rc=$?
+    echo "$rc" >"$dir/$tag.rc"
+  ) 3>&- &
+  echo "$tag $!" >>"$dir/sessions"
+  # Both pid files are written first thing; wait (bounded, 5 s) so callers
+  # can use them.
   local i
-  for ((i = 0; i < 200; i++)); do
-    [[ -s "$dir/$tag.pid" ]] && return 0
+  for ((i = 0; i < 500; i++)); do
+    [[ -s "$dir/$tag.pid" && -s "$dir/$tag.tpid" ]] && return 0
     sleep 0.01
   done
+  fail "session $tag did not start within 5 s"
 }
 
-# wait_sessions: waits for every session of this test to end.
-wait_sessions() {
-  local pid
+# _reap_sessions: waits for the wrapper of every session of this test.
+_reap_sessions() {
+  local tag pid
   [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
-  while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+  while read -r tag pid; do wait "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
+}
+
+# wait_sessions [TAG=EXPECTED...]: waits for every session of this test to
+# end, then fails the test unless each exited 0, or (for a TAG given here)
+# with EXPECTED (one status or a comma-separated list, like rl).
+wait_sessions() {
+  local dir="$BATS_TEST_TMPDIR" arg tag pid rc report=()
+  local -A want=()
+  for arg in "$@"; do want["${arg%%=*}"]="${arg#*=}"; done
+  _reap_sessions
+  [[ -f "$dir/sessions" ]] || fail "wait_sessions: no session was started"
+  while read -r tag pid; do
+    rc="$(cat "$dir/$tag.rc" 2>/dev/null || echo none)"
+    if [[ ",${want[$tag]:-0}," != *",$rc,"* ]]; then
+      report+=("session $tag exited $rc, expected ${want[$tag]:-0}; stderr: $(cat "$dir/$tag.err" 2>/dev/null)")
+    fi
+    unset 'want[$tag]'
+  done <"$dir/sessions"
+  # A status expected of a session that never ran is a mistake in the test.
+  for tag in "${!want[@]}"; do report+=("wait_sessions: no session $tag"); done
+  if ((${#report[@]})); then
+    printf '%s\n' "${report[@]}" | batslib_decorate "sessions ended unexpectedly" | fail
+  fi
 }
 
 # stop_sessions: kills whatever a failed test left running (timeout's process
 # group takes the rlock children with it).
 stop_sessions() {
-  local pid
+  local tag pid
   [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
-  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/sessions"
-  wait_sessions
+  while read -r tag pid; do
+    if [[ -s "$BATS_TEST_TMPDIR/$tag.tpid" ]]; then
+      kill -TERM "$(cat "$BATS_TEST_TMPDIR/$tag.tpid")" 2>/dev/null || true
+    fi
+  done <"$BATS_TEST_TMPDIR/sessions"
+  _reap_sessions
 }
 
 # waiters NAME: how many waiters `status NAME --json` shows (-1 if it fails).
@@ -402,8 +446,7 @@ _stop_pid() {
   local pid="$1" i
   kill -TERM "$pid" 2>/dev/null || return 0
   for ((i = 0; i < 100; i++)); do
-    # A child of this shell stays a zombie (kill -0 succeeds) until reaped.
-    if ! kill -0 "$pid" 2>/dev/null || [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == Z* ]]; then
+    if ! running "$pid"; then
       wait "$pid" 2>/dev/null || true
       return 0
     fi
@@ -442,8 +485,12 @@ stop_all_redis() {
 
 # lock_keys [redis-cli args...]: every key under the default prefix, sorted
 # bytewise, one per line.
+# Fails if redis-cli does (a pipeline into sort would hide that, and an
+# unreachable server would look like one without keys).
 lock_keys() {
-  rcli "$@" --scan --pattern 'rlock:*' | LC_ALL=C sort
+  local keys
+  keys="$(rcli "$@" --scan --pattern 'rlock:*')" || return
+  if [[ -n "$keys" ]]; then LC_ALL=C sort <<<"$keys"; fi
 }
 
 # key_snapshot [DB]: "KEY<TAB>sha1 of DUMP" for every key of the last
