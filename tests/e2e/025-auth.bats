@@ -9,7 +9,9 @@ USER_PASSWORD=s3cret-locker-pw
 setup_file() {
   start_redis --requirepass "$PASSWORD"
   # A lock-only user: keys under the default prefix, any channel.
-  acli ACL SETUSER locker on ">$USER_PASSWORD" '~rlock:*' '&*' '+@all' >/dev/null
+  # Checked: the tests that expect this user to be refused would pass
+  # without it.
+  [[ "$(acli ACL SETUSER locker on ">$USER_PASSWORD" '~rlock:*' '&*' '+@all')" == OK ]]
 }
 
 # redis-cli as the default user of this file's server.

@@ -196,6 +196,8 @@ wait_held() {
 @test "run: a stale RLOCK_TOKEN in the environment does not count as holding" {
   RLOCK_NAME=stale RLOCK_TOKEN=0123456789abcdef0123456789abcdef rl 0 run stale -- \
     sh -c 'echo "$RLOCK_TOKEN"'
+  # The command runs under a token of its own, not the stale one.
+  assert_output --regexp '^[0-9a-f]{32}$'
   refute_output 0123456789abcdef0123456789abcdef
 }
 

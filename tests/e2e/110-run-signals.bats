@@ -91,13 +91,11 @@ teardown() {
   token="$output"
   bg_rlock waiter run waited -- touch "$M/must-not-run"
   # Until it is queued (status lists a waiter).
-  local i
-  for ((i = 0; i < 100; i++)); do
-    "$RLOCK" status waited 2>/dev/null | grep -qi wait && break
-    sleep 0.05
-  done
+  wait_waiters waited 1
   kill -TERM "$(cat "$M/waiter.pid")"
   bg_wait waiter 143 5
+  # Left the queue on the way out, not merely dropped after its lease.
+  assert_equal "$(waiters waited)" 0
   [[ ! -e "$M/must-not-run" ]] || fail "the command ran although the wait was interrupted"
   rl 0 release waited --token "$token"
   rl 1 status waited

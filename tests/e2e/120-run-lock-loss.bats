@@ -38,7 +38,7 @@ timed_command() {
   # The backgrounded grandchild is in the command's process group: gone too.
   local grandchild
   grandchild="$(cat "$M/grandchild.pid")"
-  if kill -0 "$grandchild" 2>/dev/null; then
+  if running "$grandchild"; then
     kill -KILL "$grandchild"
     fail "the command's child survived the lock loss"
   fi
@@ -57,7 +57,12 @@ timed_command() {
   # The lease was last extended before the freeze, so it ends at the latest
   # TTL after it: the command must have been told to stop before that.
   assert_greater "$((stop_ns + ttl_ms * 1000000))" "$trap_ns"
-  ! kill -0 "$(cat "$M/grandchild.pid")" 2>/dev/null || fail "the command's child survived"
+  local grandchild
+  grandchild="$(cat "$M/grandchild.pid")"
+  if running "$grandchild"; then
+    kill -KILL "$grandchild"
+    fail "the command's child survived the lock loss"
+  fi
 }
 
 @test "run: a server restarted empty is a lost lock (79), not a silent re-acquire" {
