@@ -159,10 +159,27 @@ std::string Url::redacted() const {
                      ipv6 ? "[" : "", host, ipv6 ? "]" : "", port, db);
 }
 
+/// True for a comma list of URLs or of hosts (`redis://a,redis://b`,
+/// `redis://a:1,b:2/0`): the syntax of Cluster seeds and quorums, which this
+/// version does not speak. A comma in the user info (a password) is fine.
+bool is_list(std::string_view text) {
+  for (const char* scheme : {",redis://", ",rediss://", ",unix://", ",redis-sentinel://"})
+    if (text.find(scheme) != std::string_view::npos) return true;
+  const std::size_t start = text.find("://");
+  if (start == std::string_view::npos || text.starts_with("unix://")) return false;
+  const std::size_t at = text.rfind('@');
+  const std::size_t host = at == std::string_view::npos || at < start ? start + 3 : at + 1;
+  return text.find(',', host) != std::string_view::npos;
+}
+
 Result<Url> parse_url(std::string_view text) {
   Url url;
   const char* problem = nullptr;
-  if (text.starts_with("unix://")) {
+  if (is_list(text)) {
+    problem =
+        "a comma list of URLs or seed nodes (Cluster, Sentinel, quorum) is not supported yet; "
+        "give one redis://, rediss:// or unix:// URL";
+  } else if (text.starts_with("unix://")) {
     url.scheme = Url::Scheme::unix_socket;
     problem = parse_unix(text.substr(7), url);
   } else if (text.starts_with("redis://") || text.starts_with("rediss://")) {
