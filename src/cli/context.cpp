@@ -154,9 +154,10 @@ void add_lock_options(CLI::App& app, LockOptions& o) {
   app.add_flag("-n,--nonblock", o.nonblock, "Fail at once if the lock is busy");
   app.add_option("-w,--wait,--timeout", o.wait, "Give up waiting after DURATION (-w 0 = -n)");
   app.add_option("-E,--conflict-exit-code", o.conflict_exit_code,
-                 "Exit code when busy or timed out (default 75)");
+                 "Exit code when busy or timed out (default 75)")
+      ->type_name("INT");
   app.add_flag("-s,--shared", o.shared, "Shared (read) lock: many shared holders at once");
-  app.add_option("-l,--limit", o.limit, "Counting semaphore: up to N holders");
+  app.add_option("-l,--limit", o.limit, "Counting semaphore: up to N holders")->type_name("INT");
   app.add_option("--owner", o.owner, "Free text shown by status (default user@host)");
 }
 
