@@ -36,7 +36,7 @@ Result<lock::LockClient> Context::client() {
   if (global.insecure) cli.insecure = true;
   auto settings = config::resolve(cli, env, file);
   if (!settings) return std::unexpected(settings.error());
-  for (const auto& w : settings->warnings) stderr_line("warning: " + w);
+  for (const auto& w : settings->warnings) warn("warning: " + w);
   return lock::LockClient(settings->servers.front(), settings->prefix);
 }
 

@@ -3,8 +3,9 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
-#include <charconv>
 #include <climits>
+
+#include "util/number.h"
 
 namespace rlock::redis {
 namespace {
@@ -50,17 +51,12 @@ std::string percent_encode(std::string_view text, bool keep_slash) {
   return out;
 }
 
-/// Digits only (no sign, no spaces), within [min, max].
+/// Digits only (no sign, no spaces), within [min, max]: the project's one
+/// number parser.
 std::optional<int> parse_number(std::string_view text, int min, int max) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size() || value < min || value > max) {
-    return std::nullopt;
-  }
-  return value;
+  auto value = parse_integer(text, min, max);
+  if (!value) return std::nullopt;
+  return static_cast<int>(*value);
 }
 
 bool is_hostname(std::string_view host) {
