@@ -12,15 +12,15 @@ _rlock_lock_opts="-t --ttl -n --nonblock -w --wait --timeout -E --conflict-exit-
 # Options that take a value (the next word is theirs, not a positional).
 _rlock_valued="-u --url --prefix --user --password-file --cacert --cacertdir --cert --key --sni
   --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code -l --limit
-  --owner -c --kill-after --min-hold --max-hold --token --holder"
+  --owner -c --kill-after --min-hold --max-hold --token --token-file --holder"
 
 # The options of one command (global options are valid after it too).
 _rlock_command_opts() {
   case "$1" in
     run) echo "$_rlock_lock_opts -c --kill-after --min-hold --max-hold" ;;
     acquire) echo "$_rlock_lock_opts" ;;
-    renew) echo "--token -t --ttl" ;;
-    release) echo "--token --force --holder" ;;
+    renew) echo "--token --token-file -t --ttl" ;;
+    release) echo "--token --token-file --force --holder" ;;
     status) echo "" ;;
   esac
 }
@@ -60,7 +60,7 @@ _rlock() {
   # The value of an option: files where a file is wanted, nothing to guess
   # for durations, numbers and free text.
   case "$prev" in
-    --password-file | --cacert | --cert | --key | --config)
+    --password-file | --cacert | --cert | --key | --config | --token-file)
       compopt -o filenames 2>/dev/null
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return 0

@@ -12,7 +12,7 @@ function __rlock_words
     set -l tokens (commandline -opc)
     set -l valued -u --url --prefix --user --password-file --cacert --cacertdir --cert --key \
         --sni --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code \
-        -l --limit --owner -c --kill-after --min-hold --max-hold --token --holder
+        -l --limit --owner -c --kill-after --min-hold --max-hold --token --token-file --holder
     set -l skip 0
     set -l dashdash 0
     for token in $tokens[2..-1]
@@ -150,7 +150,8 @@ complete -c rlock -n $__rlock_running -l min-hold -x -d 'Keep the lock at least 
 complete -c rlock -n $__rlock_running -l max-hold -x -d 'Stop renewing after DURATION'
 
 # renew and release.
-complete -c rlock -n '__fish_seen_subcommand_from renew release' -l token -x -d 'The token printed by acquire'
+complete -c rlock -n '__fish_seen_subcommand_from renew release' -l token -x -d 'The token printed by acquire (- reads stdin)'
+complete -c rlock -n '__fish_seen_subcommand_from renew release' -l token-file -r -F -d 'Read the token from this file'
 complete -c rlock -n '__fish_seen_subcommand_from renew' -s t -l ttl -x -d 'New lease length from now'
 complete -c rlock -n '__fish_seen_subcommand_from release' -l force -d 'Evict the holder(s) whatever their token'
 complete -c rlock -n '__fish_seen_subcommand_from release' -l holder -x -d 'With --force: evict only this holder id'

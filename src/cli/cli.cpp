@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "cli/context.h"
+#include "util/number.h"
 
 namespace rlock::cli {
 
@@ -23,9 +24,12 @@ std::string version_text() {
 
 void add_global_options(CLI::App& app, GlobalOptions& g) {
   const char* group = "Global options (before or after the command)";
+  // One value per -u, taken verbatim: CLI11 would otherwise let -u swallow
+  // the following words (`status -u URL a b`) and split `[..]` into a list.
   app.add_option("-u,--url", g.layer.urls,
                  "Redis URL: redis://[user@]host[:port][/db], rediss://..., "
                  "unix:///path.sock[?db=N] (env RLOCK_URL, REDIS_URL)")
+      ->allow_extra_args(false)
       ->group(group);
   app.add_option("--prefix", g.layer.prefix, "Key namespace (default rlock:; env RLOCK_PREFIX)")
       ->group(group);
@@ -53,6 +57,162 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   app.add_flag("-v,--verbose", g.verbose, "More on stderr")->group(group);
   app.add_flag("-q,--quiet", g.quiet, "Less on stderr")->group(group);
 }
+
+/// `run --help` spells out its two forms in its footer (`Usage: ...`
+/// lines); they replace CLI11's generated usage line, at the top.
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    auto [usage, rest] = split_footer(app);
+    return usage.empty() ? CLI::Formatter::make_usage(app, std::move(name)) : usage + "\n";
+  }
+  std::string make_footer(const CLI::App* app) const override {
+    auto [usage, rest] = split_footer(app);
+    return rest.empty() ? std::string() : rest + "\n";
+  }
+
+ private:
+  static std::pair<std::string, std::string> split_footer(const CLI::App* app) {
+    std::string footer = app->get_footer();
+    if (!footer.starts_with("Usage:")) return {"", footer};
+    // The usage block: the "Usage:" line and the indented lines after it.
+    size_t end = 0;
+    while (end < footer.size()) {
+      size_t nl = footer.find('\n', end);
+      if (nl == std::string::npos) nl = footer.size();
+      if (end > 0 && footer[end] != ' ') break;
+      end = nl + 1;
+    }
+    if (end > footer.size()) end = footer.size();
+    std::string usage = footer.substr(0, end);
+    while (usage.ends_with('\n')) usage.pop_back();
+    return {usage, footer.substr(end)};
+  }
+};
+
+/// Like CLI11: a word starting with '-' is an option, except `-` alone and
+/// a negative number that is no option's name.
+bool is_option_word(const CLI::App& root, const CLI::App* sub, const std::string& arg) {
+  if (arg.size() < 2 || arg[0] != '-') return false;
+  if (arg[1] >= '0' && arg[1] <= '9') {
+    std::string name = arg.substr(0, 2);
+    return (sub && sub->get_option_no_throw(name)) || root.get_option_no_throw(name);
+  }
+  return true;
+}
+
+/// The option `token` names ("-t", "--ttl"), in `sub` or, since options
+/// fall through, in the root.
+const CLI::Option* find_option(const CLI::App& root, const CLI::App* sub,
+                               const std::string& token) {
+  const CLI::Option* opt = sub ? sub->get_option_no_throw(token) : nullptr;
+  return opt ? opt : root.get_option_no_throw(token);
+}
+
+bool takes_value(const CLI::Option* opt) {
+  return opt && opt->get_items_expected_min() > 0;
+}
+
+/// True when the option word `token` is known (in its first letter, for a
+/// cluster of short options).
+bool known_option(const CLI::App& root, const CLI::App* sub, const std::string& token) {
+  if (token.starts_with("--")) return find_option(root, sub, token.substr(0, token.find('=')));
+  return find_option(root, sub, token.substr(0, 2));
+}
+
+/// True when the option word `token` consumes the next argument.
+bool consumes_next(const CLI::App& root, const CLI::App* sub, const std::string& token) {
+  if (token.starts_with("--")) {
+    if (token.find('=') != std::string::npos) return false;
+    return takes_value(find_option(root, sub, token));
+  }
+  // A cluster of short options (-nv, -t5s): a value-taking letter takes the
+  // rest of the word, or the next argument when it is the last letter.
+  for (size_t k = 1; k < token.size(); ++k) {
+    const CLI::Option* opt = find_option(root, sub, std::string("-") + token[k]);
+    if (!opt) return false;  // unknown: CLI11 reports it
+    if (takes_value(opt)) return k + 1 == token.size();
+  }
+  return false;
+}
+
+/// Edits (insert, delete, substitute, swap two neighbours) from a to b.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+Result<CommandLine> unknown_command(const CLI::App& app, const std::string& word) {
+  std::string best;
+  // Two edits catch the usual typos (stauts, relase, aquire) without
+  // suggesting unrelated words.
+  size_t best_distance = 3;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    size_t d = edit_distance(word, sub->get_name());
+    if (d < best_distance) best = sub->get_name(), best_distance = d;
+  }
+  std::string hint = best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
+  return fail(Error::Code::usage,
+              fmt::format("unknown command {}{} (see 'rlock --help')", quote_input(word), hint));
+}
+
+}  // namespace
+
+Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::string> args) {
+  CommandLine line;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    // Anything unusual before the command word: CLI11 says what is wrong.
+    if (args[i] == "--") return CommandLine{std::move(args), {}};
+    if (!is_option_word(app, nullptr, args[i])) break;
+    if (!known_option(app, nullptr, args[i])) return CommandLine{std::move(args), {}};
+    if (consumes_next(app, nullptr, args[i])) ++i;
+  }
+  if (i >= args.size()) return CommandLine{std::move(args), {}};
+  const std::string word = args[i];
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* candidate : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (candidate->check_name(word)) sub = candidate;
+  if (!sub) return unknown_command(app, word);
+
+  line.args.assign(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  const bool run = sub->get_name() == "run", status = sub->get_name() == "status";
+  std::vector<std::string> positionals;
+  bool options_ended = false;
+  for (size_t j = i + 1; j < args.size(); ++j) {
+    const std::string& arg = args[j];
+    if (!options_ended && arg == "--") {
+      options_ended = true;
+    } else if (!options_ended && is_option_word(app, sub, arg)) {
+      line.args.push_back(arg);
+      if (consumes_next(app, sub, arg) && j + 1 < args.size()) line.args.push_back(args[++j]);
+    } else if (run && !positionals.empty()) {
+      // The command: this word and every one after it, verbatim.
+      line.operands.assign(args.begin() + static_cast<std::ptrdiff_t>(j), args.end());
+      break;
+    } else if (status) {
+      line.operands.push_back(arg);
+    } else {
+      positionals.push_back(arg);
+    }
+  }
+  if (!positionals.empty()) {
+    line.args.emplace_back("--");
+    line.args.insert(line.args.end(), positionals.begin(), positionals.end());
+  }
+  return line;
+}
+
+namespace {
 
 /// CLI11 describes parse errors in several lines; the contract wants one.
 int usage_error(const CLI::Error& e) {
@@ -84,10 +244,18 @@ int run_main(int argc, char** argv) {
   add(register_renew);
   add(register_release);
   add(register_status);
-  for (auto& [sub, action] : commands) sub->fallthrough();
+  auto formatter = std::make_shared<Formatter>();
+  app.formatter(formatter);
+  for (auto& [sub, action] : commands) {
+    sub->fallthrough();
+    sub->formatter(formatter);
+  }
 
+  auto line = split_command_line(app, std::vector<std::string>(argv + 1, argv + argc));
+  if (!line) return report(line.error());
+  context.operands = std::move(line->operands);
+  auto args = std::move(line->args);
   // CLI11 takes the arguments in reverse order.
-  auto args = separate_run_command(app, std::vector<std::string>(argv + 1, argv + argc));
   std::reverse(args.begin(), args.end());
   try {
     app.parse(std::move(args));

@@ -7,6 +7,7 @@
 
 #include "lock/keys.h"
 #include "output/render.h"
+#include "util/number.h"
 
 namespace rlock::cli {
 
@@ -35,7 +36,7 @@ Result<lock::LockClient> Context::client() {
   if (global.insecure) cli.insecure = true;
   auto settings = config::resolve(cli, env, file);
   if (!settings) return std::unexpected(settings.error());
-  for (const auto& w : settings->warnings) stderr_line("warning: " + w);
+  for (const auto& w : settings->warnings) warn("warning: " + w);
   return lock::LockClient(settings->servers.front(), settings->prefix);
 }
 
@@ -59,11 +60,16 @@ Result<LockPlan> Context::plan(const LockOptions& o, long pid, std::string comma
   // Below 100 ms a lease cannot survive even one renewal round trip on a busy
   // network; above a week it is a mistake.
   if (*ttl < Millis(100)) return fail(Error::Code::usage, "--ttl must be at least 100ms");
-  if (o.limit < 1) return fail(Error::Code::usage, "--limit must be at least 1");
-  if (o.shared && o.limit > 1)
+  // A million holders is far beyond any real semaphore and keeps the limit a
+  // small integer for the Lua script.
+  auto limit = parse_integer(o.limit.value_or("1"), 1, 1'000'000);
+  if (!limit) return fail(Error::Code::usage, "--limit: " + limit.error().message);
+  if (o.shared && *limit > 1)
     return fail(Error::Code::usage, "--shared and --limit cannot be combined");
-  if (o.conflict_exit_code < 0 || o.conflict_exit_code > 255)
-    return fail(Error::Code::usage, "--conflict-exit-code must be between 0 and 255");
+  // An exit status is one byte.
+  auto conflict = parse_integer(o.conflict_exit_code.value_or("75"), 0, 255);
+  if (!conflict)
+    return fail(Error::Code::usage, "--conflict-exit-code: " + conflict.error().message);
   if (o.nonblock && o.wait)
     return fail(Error::Code::usage, "--nonblock and --wait cannot be combined");
   if (o.nonblock) plan.wait = Millis(0);
@@ -72,11 +78,11 @@ Result<LockPlan> Context::plan(const LockOptions& o, long pid, std::string comma
     if (!wait) return fail(Error::Code::usage, "--wait: " + wait.error().message);
     plan.wait = *wait;
   }
-  plan.conflict_exit_code = o.conflict_exit_code;
+  plan.conflict_exit_code = static_cast<int>(*conflict);
   plan.request.name = o.name;
   plan.request.ttl = *ttl;
   plan.request.shared = o.shared;
-  plan.request.limit = o.limit;
+  plan.request.limit = static_cast<int>(*limit);
   plan.request.who = lock::local_identity(pid, std::move(command));
   if (o.owner) plan.request.who.owner = *o.owner;
   return plan;
@@ -121,14 +127,37 @@ void add_name_option(CLI::App& app, std::string& name) {
   app.add_option("name", name, "Lock name (any string up to 512 bytes)")->required();
 }
 
+Result<std::optional<std::string>> TokenOptions::read(const Context& context) const {
+  if (token && *token == "-") {
+    auto line = config::read_secret_stdin("token");
+    if (!line) return std::unexpected(line.error());
+    return std::optional<std::string>(*line);
+  }
+  if (token) return token;
+  if (!file) return std::optional<std::string>();
+  std::vector<std::string> warnings;
+  auto line = config::read_secret_file(*file, "--token-file", Error::Code::usage, warnings);
+  for (const auto& w : warnings) context.warn("warning: " + w);
+  if (!line) return std::unexpected(line.error());
+  return std::optional<std::string>(*line);
+}
+
+std::pair<CLI::Option*, CLI::Option*> add_token_options(CLI::App& app, TokenOptions& o) {
+  auto* token = app.add_option("--token", o.token, "The token printed by acquire (- reads stdin)");
+  auto* file = app.add_option("--token-file", o.file, "Read the token from this file");
+  token->excludes(file);
+  return {token, file};
+}
+
 void add_lock_options(CLI::App& app, LockOptions& o) {
   app.add_option("-t,--ttl", o.ttl, "Lease length (default 30s)");
   app.add_flag("-n,--nonblock", o.nonblock, "Fail at once if the lock is busy");
   app.add_option("-w,--wait,--timeout", o.wait, "Give up waiting after DURATION (-w 0 = -n)");
   app.add_option("-E,--conflict-exit-code", o.conflict_exit_code,
-                 "Exit code when busy or timed out (default 75)");
+                 "Exit code when busy or timed out (default 75)")
+      ->type_name("INT");
   app.add_flag("-s,--shared", o.shared, "Shared (read) lock: many shared holders at once");
-  app.add_option("-l,--limit", o.limit, "Counting semaphore: up to N holders");
+  app.add_option("-l,--limit", o.limit, "Counting semaphore: up to N holders")->type_name("INT");
   app.add_option("--owner", o.owner, "Free text shown by status (default user@host)");
 }
 

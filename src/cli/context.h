@@ -28,9 +28,11 @@ struct LockOptions {
   std::string ttl = "30s";
   bool nonblock = false;
   std::optional<std::string> wait;
-  int conflict_exit_code = static_cast<int>(ExitStatus::busy);
+  // Numbers stay text until plan(): the project's number parser range-checks
+  // them and names the option (CLI11 would wrap or say "could not convert").
+  std::optional<std::string> conflict_exit_code;
   bool shared = false;
-  int limit = 1;
+  std::optional<std::string> limit;
   std::optional<std::string> owner;
 };
 
@@ -44,6 +46,9 @@ struct LockPlan {
 class Context {
  public:
   GlobalOptions global;
+  /// Words split_command_line took out of argv before CLI11 saw them:
+  /// `run`'s COMMAND and its arguments, or `status`'s lock names.
+  std::vector<std::string> operands;
 
   /// Resolves settings (flag > env > file > default), prints their warnings,
   /// and returns a client for the configured server.
@@ -71,6 +76,17 @@ class Context {
   mutable bool m_progress_shown = false;
 };
 
+/// The token of renew and release: `--token TOKEN`, `--token -` (a line on
+/// stdin) or `--token-file F`, since `ps` shows argv to every user.
+struct TokenOptions {
+  std::optional<std::string> token, file;
+  /// The token; nullopt when none of the options was given.
+  Result<std::optional<std::string>> read(const Context& context) const;
+};
+
+/// Adds --token and --token-file (which exclude each other); returns them.
+std::pair<CLI::Option*, CLI::Option*> add_token_options(CLI::App& app, TokenOptions& options);
+
 /// Adds -t -n -w -E -s -l --owner to a subcommand.
 void add_lock_options(CLI::App& app, LockOptions& options);
 
@@ -86,11 +102,21 @@ Action register_release(CLI::App& app, Context& context);
 Action register_status(CLI::App& app, Context& context);
 Action register_run(CLI::App& app, Context& context);
 
-/// `rlock run NAME ls -l`: inserts `--` where the command starts (the second
-/// positional after `run`), so that the command's own options are never
-/// taken for rlock's (`-l` is --limit). `args` excludes argv[0]; other
-/// command lines come back unchanged.
-std::vector<std::string> separate_run_command(const CLI::App& app, std::vector<std::string> args);
+/// argv as CLI11 gets it, and the words it must not get.
+struct CommandLine {
+  std::vector<std::string> args;      // for CLI11 (without argv[0])
+  std::vector<std::string> operands;  // run: COMMAND [ARG...]; status: NAME...
+};
+
+/// Takes the operands out of argv (without argv[0]) before CLI11 parses it,
+/// because CLI11 rewrites positionals: `[a,b]` becomes a list, `[]` vanishes,
+/// `++` ends a subcommand, a command word like `acquire` is taken for a
+/// subcommand. `run NAME ls -l`: the second positional after `run` (or the
+/// first after `--` once NAME is known) starts the command, so that its
+/// options are never taken for rlock's (`-l` is --limit). Any other NAME is
+/// put after a `--` at the end, where CLI11 takes it verbatim. An unknown
+/// command word is a usage error that suggests the closest command.
+Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::string> args);
 
 /// Prints `rlock: error: MESSAGE` and returns the exit status for the error.
 int report(const Error& error);

@@ -12,24 +12,29 @@ Action register_release(CLI::App& app, Context& context) {
   auto* sub = app.add_subcommand("release", "Release a lock (with its token, or --force)");
   struct Options {
     std::string name;
-    std::optional<std::string> token, holder;
+    TokenOptions token;
+    std::optional<std::string> holder;
     bool force = false;
   };
   auto o = std::make_shared<Options>();
   add_name_option(*sub, o->name);
-  auto* token = sub->add_option("--token", o->token, "The token printed by acquire");
+  auto [token, token_file] = add_token_options(*sub, o->token);
   auto* force = sub->add_flag("--force", o->force, "Evict the holder(s) whatever their token");
   sub->add_option("--holder", o->holder, "With --force: evict only the holder with this id")
       ->needs(force);
   token->excludes(force);
+  token_file->excludes(force);
   return [&context, o]() -> int {
     if (auto ok = lock::validate_name(o->name); !ok) return report(ok.error());
-    if (!o->token && !o->force)
-      return report(Error{Error::Code::usage, "release needs --token TOKEN or --force"});
+    auto token = o->token.read(context);
+    if (!token) return report(token.error());
+    if (!*token && !o->force)
+      return report(
+          Error{Error::Code::usage, "release needs --token TOKEN, --token-file FILE or --force"});
     auto client = context.client();
     if (!client) return report(client.error());
-    if (o->token) {
-      auto released = client->release(o->name, *o->token);
+    if (*token) {
+      auto released = client->release(o->name, **token);
       if (!released) return report(released.error());
       output::print_released(o->name, context.global.json);
       return 0;

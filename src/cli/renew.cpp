@@ -7,12 +7,13 @@ namespace rlock::cli {
 Action register_renew(CLI::App& app, Context& context) {
   auto* sub = app.add_subcommand("renew", "Extend a lock held with TOKEN");
   struct Options {
-    std::string name, token;
+    std::string name;
+    TokenOptions token;
     std::optional<std::string> ttl;
   };
   auto o = std::make_shared<Options>();
   add_name_option(*sub, o->name);
-  sub->add_option("--token", o->token, "The token printed by acquire")->required();
+  add_token_options(*sub, o->token);
   sub->add_option("-t,--ttl", o->ttl,
                   "New lease length from now (default: the TTL it was acquired with)");
   return [&context, o]() -> int {
@@ -22,10 +23,14 @@ Action register_renew(CLI::App& app, Context& context) {
     if (!ttl) return report(Error{Error::Code::usage, "--ttl: " + ttl.error().message});
     if (o->ttl && *ttl < Millis(100))
       return report(Error{Error::Code::usage, "--ttl must be at least 100ms"});
+    auto token = o->token.read(context);
+    if (!token) return report(token.error());
+    if (!*token)
+      return report(Error{Error::Code::usage, "renew needs --token TOKEN or --token-file FILE"});
     auto client = context.client();
     if (!client) return report(client.error());
     auto renewed =
-        client->renew(o->name, o->token, *ttl, Clock::now() + client->options().command_timeout);
+        client->renew(o->name, **token, *ttl, Clock::now() + client->options().command_timeout);
     if (!renewed) return report(renewed.error());
     output::print_renewed(o->name, *renewed, context.global.json);
     return 0;

@@ -88,38 +88,6 @@ Result<Timing> timing_of(const RunOptions& o, Millis ttl) {
   return supervise::plan_timing(t);
 }
 
-/// The option `token` names ("-t", "--ttl"), in `sub` or, since options
-/// fall through, in the root.
-const CLI::Option* find_option(const CLI::App& root, const CLI::App* sub,
-                               const std::string& token) {
-  const CLI::Option* opt = sub ? sub->get_option_no_throw(token) : nullptr;
-  return opt ? opt : root.get_option_no_throw(token);
-}
-
-bool takes_value(const CLI::Option* opt) {
-  return opt && opt->get_items_expected_min() > 0;
-}
-
-/// True when the option word `token` consumes the next argument.
-bool consumes_next(const CLI::App& root, const CLI::App* sub, const std::string& token) {
-  if (token.starts_with("--")) {
-    if (token.find('=') != std::string::npos) return false;
-    return takes_value(find_option(root, sub, token));
-  }
-  // A cluster of short options (-nv, -t5s): a value-taking letter takes the
-  // rest of the word, or the next argument when it is the last letter.
-  for (size_t k = 1; k < token.size(); ++k) {
-    const CLI::Option* opt = find_option(root, sub, std::string("-") + token[k]);
-    if (!opt) return false;  // unknown: CLI11 reports it
-    if (takes_value(opt)) return k + 1 == token.size();
-  }
-  return false;
-}
-
-bool is_option_word(const std::string& arg) {
-  return arg.size() > 1 && arg[0] == '-';
-}
-
 // --- nested runs ---------------------------------------------------------------
 
 bool is_ancestor(pid_t pid) {
@@ -332,35 +300,6 @@ int run_command(Context& context, const RunOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> separate_run_command(const CLI::App& app, std::vector<std::string> args) {
-  size_t i = 0;
-  for (; i < args.size() && args[i] != "run"; ++i) {
-    if (args[i] == "--" || !is_option_word(args[i])) return args;  // another command
-    if (consumes_next(app, nullptr, args[i])) ++i;
-  }
-  if (i == args.size()) return args;
-  const CLI::App* run = nullptr;
-  try {
-    run = app.get_subcommand("run");
-  } catch (const CLI::OptionNotFound&) {
-    return args;
-  }
-  int positionals = 0;
-  for (++i; i < args.size(); ++i) {
-    if (args[i] == "--") return args;
-    if (is_option_word(args[i])) {
-      if (consumes_next(app, run, args[i])) ++i;
-      continue;
-    }
-    // The first positional is NAME; the second starts the command.
-    if (++positionals == 2) {
-      args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "--");
-      return args;
-    }
-  }
-  return args;
-}
-
 Action register_run(CLI::App& app, Context& context) {
   auto* sub = app.add_subcommand("run", "Run a command while holding a lock");
   sub->footer(
@@ -384,7 +323,12 @@ Action register_run(CLI::App& app, Context& context) {
                   "Terminate the command (exit 79) after holding the lock this long")
       ->group(group);
   sub->add_option("command", o->command, "The command and its arguments");
-  return [&context, o]() -> int { return run_command(context, *o); };
+  // CLI11 never sees the command's words (it would take `[1,2]` apart):
+  // split_command_line took them out of argv.
+  return [&context, o]() -> int {
+    o->command = context.operands;
+    return run_command(context, *o);
+  };
 }
 
 }  // namespace rlock::cli

@@ -6,9 +6,12 @@ namespace rlock::cli {
 
 Action register_status(CLI::App& app, Context& context) {
   auto* sub = app.add_subcommand("status", "Show holders and waiters of locks");
-  auto names = std::make_shared<std::vector<std::string>>();
-  sub->add_option("name", *names, "Lock names (default: every lock under the prefix)");
-  return [&context, names]() -> int {
+  // Listed for --help only: split_command_line takes the names out of argv
+  // (CLI11 would read `[a,b]` as two names) and leaves them in operands.
+  auto help_only = std::make_shared<std::vector<std::string>>();
+  sub->add_option("name", *help_only, "Lock names (default: every lock under the prefix)");
+  return [&context, help_only]() -> int {
+    const std::vector<std::string>* names = &context.operands;
     for (const auto& name : *names)
       if (auto ok = lock::validate_name(name); !ok) return report(ok.error());
     auto client = context.client();

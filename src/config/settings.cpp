@@ -1,14 +1,20 @@
 #include "config/settings.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include "lock/keys.h"
+#include "redis/url.h"
+#include "supervise/fd.h"
 #include "util/duration.h"
+#include "util/number.h"
 
 namespace rlock::config {
 
@@ -36,19 +42,25 @@ std::vector<std::string> split_commas(const std::string& text) {
   return out;
 }
 
-Result<bool> parse_bool(const std::string& key, const std::string& value) {
+Result<bool> parse_bool(const std::string& value) {
   if (value == "1" || value == "yes" || value == "true" || value == "on") return true;
   if (value == "0" || value == "no" || value == "false" || value == "off") return false;
-  return fail(Error::Code::config, fmt::format("'{}' wants yes or no, not '{}'", key, value));
+  return fail(Error::Code::config, fmt::format("wants yes or no, not {}", quote_input(value)));
 }
 
-Result<std::string> read_password_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return fail(Error::Code::usage, fmt::format("cannot read --password-file '{}'", path));
-  std::string line;
-  std::getline(in, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  return line;
+/// `value # comment` → `value`: a '#' starts a comment after a blank, so a
+/// '#' inside a value (a password in a URL) stays.
+std::string strip_comment(std::string_view text) {
+  for (size_t i = 1; i < text.size(); ++i)
+    if (text[i] == '#' && (text[i - 1] == ' ' || text[i - 1] == '\t'))
+      return trim(text.substr(0, i));
+  return trim(text);
+}
+
+std::string first_line(std::string_view text) {
+  auto line = text.substr(0, text.find('\n'));
+  if (line.ends_with('\r')) line.remove_suffix(1);
+  return std::string(line);
 }
 
 template <class T>
@@ -80,10 +92,77 @@ std::optional<std::string> config_path(const std::optional<std::string>& flag,
   return std::nullopt;
 }
 
+Result<std::string> read_trusted_file(const std::string& path, std::string_view what, bool secret,
+                                      Error::Code unreadable, std::vector<std::string>& warnings) {
+  auto cannot = [&](const std::string& why) {
+    return fail(unreadable, fmt::format("cannot read {} '{}': {}", what, path, why));
+  };
+  supervise::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return cannot(std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return cannot(std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return cannot("it is a directory");
+  if (st.st_uid != 0 && st.st_uid != geteuid())
+    return fail(Error::Code::config,
+                fmt::format("refusing {} '{}': it is owned by another user (uid {}), who could "
+                            "change it; make it yours or root's (chown)",
+                            what, path, st.st_uid));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return fail(Error::Code::config,
+                fmt::format("refusing {} '{}': others can write it; fix: chmod go-w '{}'", what,
+                            path, path));
+  if (secret && (st.st_mode & S_IROTH))
+    warnings.push_back(
+        fmt::format("{} '{}' is readable by others; fix: chmod o-r '{}'", what, path, path));
+  std::string text;
+  char buffer[4096];
+  // One byte past the limit tells "too large" from "exactly the limit".
+  while (text.size() <= k_max_file_size) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return cannot(std::strerror(errno));
+    if (n == 0) return text;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return fail(Error::Code::config,
+              fmt::format("{} '{}' is larger than {} KiB", what, path, k_max_file_size / 1024));
+}
+
+Result<std::string> read_secret_file(const std::string& path, std::string_view what,
+                                     Error::Code unreadable, std::vector<std::string>& warnings) {
+  auto text = read_trusted_file(path, what, true, unreadable, warnings);
+  if (!text) return std::unexpected(text.error());
+  auto line = first_line(*text);
+  if (line.empty()) return fail(Error::Code::config, fmt::format("{} '{}' is empty", what, path));
+  return line;
+}
+
+Result<std::string> read_secret_stdin(std::string_view what) {
+  std::string text;
+  char buffer[4096];
+  // A line is all we want; stop at the first newline or the size limit.
+  while (text.find('\n') == std::string::npos && text.size() <= k_max_file_size) {
+    ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return fail(Error::Code::usage, fmt::format("cannot read {} from standard input: {}", what,
+                                                  std::strerror(errno)));
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  auto line = first_line(text);
+  if (line.empty()) return fail(Error::Code::usage, fmt::format("no {} on standard input", what));
+  return line;
+}
+
 Result<Layer> read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return fail(Error::Code::config, fmt::format("cannot read config file '{}'", path));
+  std::vector<std::string> warnings;
+  auto content = read_trusted_file(path, "config file", false, Error::Code::config, warnings);
+  if (!content) return std::unexpected(content.error());
+  if (content->find('\0') != std::string::npos)
+    return fail(Error::Code::config, fmt::format("config file '{}' is not a text file", path));
   Layer layer;
+  std::istringstream in(*content);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     auto text = trim(line);
@@ -93,40 +172,54 @@ Result<Layer> read_config_file(const std::string& path) {
     if (eq == std::string::npos)
       return fail(Error::Code::config, fmt::format("{}: expected 'key = value'", where));
     auto key = trim(text.substr(0, eq));
-    auto value = trim(text.substr(eq + 1));
+    auto value = strip_comment(text.substr(eq + 1));
+    auto bad = [&](const std::string& why) {
+      return fail(Error::Code::config, fmt::format("{}: {}: {}", where, key, why));
+    };
+    if (value.empty()) return bad("missing value");
     auto flag = [&](std::optional<bool>& slot) -> Result<void> {
-      auto b = parse_bool(key, value);
-      if (!b) return fail(Error::Code::config, fmt::format("{}: {}", where, b.error().message));
+      auto b = parse_bool(value);
+      if (!b) return bad(b.error().message);
       slot = *b;
       return {};
     };
     Result<void> ok;
-    if (key == "url")
-      for (auto& u : split_commas(value)) layer.urls.push_back(u);
-    else if (key == "prefix")
+    if (key == "url") {
+      for (auto& u : split_commas(value)) {
+        if (auto url = redis::parse_url(u); !url) return bad(url.error().message);
+        layer.urls.push_back(u);
+      }
+    } else if (key == "prefix") {
+      if (auto valid = lock::validate_prefix(value); !valid) return bad(valid.error().message);
       layer.prefix = value;
-    else if (key == "user")
+    } else if (key == "user") {
       layer.user = value;
-    else if (key == "password-file")
+    } else if (key == "password-file") {
       layer.password_file = value;
-    else if (key == "tls")
+      layer.password_file_origin = where;
+    } else if (key == "tls") {
       ok = flag(layer.tls);
-    else if (key == "insecure")
+    } else if (key == "insecure") {
       ok = flag(layer.insecure);
-    else if (key == "cacert")
+      layer.insecure_origin = where;
+    } else if (key == "cacert") {
       layer.cacert = value;
-    else if (key == "cacertdir")
+    } else if (key == "cacertdir") {
       layer.cacertdir = value;
-    else if (key == "cert")
+    } else if (key == "cert") {
       layer.cert = value;
-    else if (key == "key")
+    } else if (key == "key") {
       layer.key = value;
-    else if (key == "sni")
+    } else if (key == "sni") {
       layer.sni = value;
-    else if (key == "connect-timeout")
+    } else if (key == "connect-timeout") {
+      auto parsed = parse_duration(value);
+      if (!parsed) return bad(parsed.error().message);
+      if (parsed->count() <= 0) return bad("must be greater than zero");
       layer.connect_timeout = value;
-    else
+    } else {
       return fail(Error::Code::config, fmt::format("{}: unknown key '{}'", where, key));
+    }
     if (!ok) return std::unexpected(ok.error());
   }
   return layer;
@@ -135,10 +228,14 @@ Result<Layer> read_config_file(const std::string& path) {
 Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& file) {
   Settings settings;
   // priority 1: command line; 2: environment; 3: config file; 4: default.
+  // Each value remembers where it came from, so that an error names it: a
+  // usage error for an option or a variable, a config error for the file
+  // (whose values read_config_file already checked).
   std::vector<std::string> urls = cli.urls;
-  if (urls.empty() && env.rlock_url) urls = split_commas(*env.rlock_url);
-  if (urls.empty() && env.redis_url) urls = split_commas(*env.redis_url);
-  if (urls.empty()) urls = file.urls;
+  std::string url_source = "--url";
+  if (urls.empty() && env.rlock_url) urls = split_commas(*env.rlock_url), url_source = "RLOCK_URL";
+  if (urls.empty() && env.redis_url) urls = split_commas(*env.redis_url), url_source = "REDIS_URL";
+  if (urls.empty()) urls = file.urls, url_source = "config file";
   if (urls.empty()) urls = {"redis://127.0.0.1:6379/0"};
   const bool urls_from_cli = !cli.urls.empty();
 
@@ -146,16 +243,19 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     settings.prefix = *prefix;
   if (auto ok = lock::validate_prefix(settings.prefix); !ok) return std::unexpected(ok.error());
 
-  auto timeout_text = cli.connect_timeout
-                          ? cli.connect_timeout
-                          : (env.connect_timeout ? env.connect_timeout : file.connect_timeout);
   Millis connect_timeout{2000};
+  auto timeout_text = cli.connect_timeout;
+  const char* timeout_source = "--connect-timeout";
+  if (!timeout_text && env.connect_timeout)
+    timeout_text = env.connect_timeout, timeout_source = "RLOCK_CONNECT_TIMEOUT";
+  if (!timeout_text) timeout_text = file.connect_timeout, timeout_source = "connect-timeout";
   if (timeout_text) {
     auto parsed = parse_duration(*timeout_text);
     if (!parsed)
-      return fail(Error::Code::usage, fmt::format("--connect-timeout: {}", parsed.error().message));
+      return fail(Error::Code::usage,
+                  fmt::format("{}: {}", timeout_source, parsed.error().message));
     if (parsed->count() <= 0)
-      return fail(Error::Code::usage, "--connect-timeout must be greater than zero");
+      return fail(Error::Code::usage, fmt::format("{} must be greater than zero", timeout_source));
     connect_timeout = *parsed;
   }
 
@@ -163,7 +263,8 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
   // from the config file; a URL's own password counts last.
   std::optional<std::string> password;
   if (cli.password_file) {
-    auto p = read_password_file(*cli.password_file);
+    auto p = read_secret_file(*cli.password_file, "--password-file", Error::Code::usage,
+                              settings.warnings);
     if (!p) return std::unexpected(p.error());
     password = *p;
   } else if (env.password) {
@@ -171,15 +272,34 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
   } else if (env.rediscli_auth) {
     password = env.rediscli_auth;
   } else if (file.password_file) {
-    auto p = read_password_file(*file.password_file);
+    auto p = read_secret_file(*file.password_file,
+                              fmt::format("password-file (set at {})", file.password_file_origin),
+                              Error::Code::config, settings.warnings);
     if (!p) return fail(Error::Code::config, p.error().message);
     password = *p;
   }
   auto user = first_set(cli.user, file.user);
 
+  // --insecure turns verification off; a CA certificate asks for it. Both
+  // at once is a contradiction, not a preference.
+  const bool insecure = first_set(cli.insecure, file.insecure).value_or(false);
+  if (insecure &&
+      (first_set(cli.cacert, file.cacert) || first_set(cli.cacertdir, file.cacertdir))) {
+    if (cli.insecure || cli.cacert || cli.cacertdir)
+      return fail(Error::Code::usage,
+                  "--insecure (no verification) cannot be combined with --cacert or --cacertdir "
+                  "(verify with this CA)");
+    return fail(Error::Code::config,
+                fmt::format("{}: insecure = yes cannot be combined with cacert or cacertdir",
+                            file.insecure_origin));
+  }
+
   for (const auto& text : urls) {
     auto url = redis::parse_url(text);
-    if (!url) return std::unexpected(url.error());
+    if (!url)
+      return fail(Error::Code::usage, url_source == "--url"
+                                          ? url.error().message
+                                          : fmt::format("{}: {}", url_source, url.error().message));
     if (url->password)
       settings.warnings.push_back(
           urls_from_cli ? "using a password on the command line interface may not be safe; use "
@@ -202,7 +322,11 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     tls.cert = first_set(cli.cert, file.cert).value_or("");
     tls.key = first_set(cli.key, file.key).value_or("");
     tls.sni = first_set(cli.sni, file.sni).value_or("");
-    tls.insecure = first_set(cli.insecure, file.insecure).value_or(false);
+    tls.insecure = insecure;
+    if (tls.enabled && insecure && settings.servers.empty())
+      settings.warnings.push_back(
+          "--insecure: the server's TLS certificate is not verified; anyone on the network path "
+          "can impersonate the server and read the password");
     if (tls.enabled && url->scheme == redis::Url::Scheme::unix_socket)
       return fail(Error::Code::usage, "TLS over a unix socket is not supported");
     if (tls.cert.empty() != tls.key.empty())
@@ -210,11 +334,10 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     settings.servers.push_back(std::move(options));
   }
   if (settings.servers.size() > 1)
-    return fail(Error::Code::usage,
-                "several --url values (quorum mode over independent masters) are not supported "
-                "yet; give one URL");
-  // De-duplicate the warning for several URLs.
-  if (settings.warnings.size() > 1) settings.warnings.resize(1);
+    return fail(url_source == "config file" ? Error::Code::config : Error::Code::usage,
+                url_source +
+                    ": several URLs (quorum mode over independent masters) are not supported yet; "
+                    "give one URL");
   return settings;
 }
 

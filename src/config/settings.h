@@ -23,6 +23,9 @@ struct Layer {
   std::optional<std::string> cacert, cacertdir, cert, key, sni;
   std::optional<bool> insecure;
   std::optional<std::string> connect_timeout;
+  /// Where a config file set password-file, insecure and cacert: the
+  /// `file:line` its errors name.
+  std::string password_file_origin, insecure_origin;
 };
 
 /// The settings a command runs with.
@@ -40,8 +43,33 @@ struct Environment {
 };
 
 /// Reads a config file of `key = value` lines (the long option names without
-/// dashes; `#` comments). A missing explicit file or a bad line → config error.
+/// dashes; `#` starts a comment at the start of a line or after a blank).
+/// Every value is checked here, so a bad one is a config error naming
+/// `file:line`. The file must be safe to trust (see read_trusted_file).
 Result<Layer> read_config_file(const std::string& path);
+
+/// The most rlock reads from a config, password or token file: far more
+/// than any real one, and a bound for `--config /dev/zero`.
+inline constexpr std::size_t k_max_file_size = 64 * 1024;
+
+/// Reads a file that configures secrets (config, password, token file), at
+/// most k_max_file_size bytes. `what` names it in messages ("config file").
+/// Refuses (config error, naming the fix) a file that someone other than its
+/// owner or root can write, or that another non-root user owns: whoever can
+/// write it chooses the server we send our password to. When `secret`, a
+/// file readable by others adds a warning. A file that cannot be opened or
+/// read is an error with `unreadable` as its code.
+Result<std::string> read_trusted_file(const std::string& path, std::string_view what, bool secret,
+                                      Error::Code unreadable, std::vector<std::string>& warnings);
+
+/// The first line of a password or token file (without its line end);
+/// an empty one is an error.
+Result<std::string> read_secret_file(const std::string& path, std::string_view what,
+                                     Error::Code unreadable, std::vector<std::string>& warnings);
+
+/// The first line of standard input, for `--token -` (never argv, which
+/// `ps` shows).
+Result<std::string> read_secret_stdin(std::string_view what);
 
 /// The config file to read: --config, then RLOCK_CONFIG, then /etc/rlock.conf,
 /// then ~/.config/rlock/rlock.conf if present.

@@ -3,8 +3,9 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
-#include <charconv>
 #include <climits>
+
+#include "util/number.h"
 
 namespace rlock::redis {
 namespace {
@@ -50,17 +51,12 @@ std::string percent_encode(std::string_view text, bool keep_slash) {
   return out;
 }
 
-/// Digits only (no sign, no spaces), within [min, max].
+/// Digits only (no sign, no spaces), within [min, max]: the project's one
+/// number parser.
 std::optional<int> parse_number(std::string_view text, int min, int max) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size() || value < min || value > max) {
-    return std::nullopt;
-  }
-  return value;
+  auto value = parse_integer(text, min, max);
+  if (!value) return std::nullopt;
+  return static_cast<int>(*value);
 }
 
 bool is_hostname(std::string_view host) {
@@ -159,10 +155,27 @@ std::string Url::redacted() const {
                      ipv6 ? "[" : "", host, ipv6 ? "]" : "", port, db);
 }
 
+/// True for a comma list of URLs or of hosts (`redis://a,redis://b`,
+/// `redis://a:1,b:2/0`): the syntax of Cluster seeds and quorums, which this
+/// version does not speak. A comma in the user info (a password) is fine.
+bool is_list(std::string_view text) {
+  for (const char* scheme : {",redis://", ",rediss://", ",unix://", ",redis-sentinel://"})
+    if (text.find(scheme) != std::string_view::npos) return true;
+  const std::size_t start = text.find("://");
+  if (start == std::string_view::npos || text.starts_with("unix://")) return false;
+  const std::size_t at = text.rfind('@');
+  const std::size_t host = at == std::string_view::npos || at < start ? start + 3 : at + 1;
+  return text.find(',', host) != std::string_view::npos;
+}
+
 Result<Url> parse_url(std::string_view text) {
   Url url;
   const char* problem = nullptr;
-  if (text.starts_with("unix://")) {
+  if (is_list(text)) {
+    problem =
+        "a comma list of URLs or seed nodes (Cluster, Sentinel, quorum) is not supported yet; "
+        "give one redis://, rediss:// or unix:// URL";
+  } else if (text.starts_with("unix://")) {
     url.scheme = Url::Scheme::unix_socket;
     problem = parse_unix(text.substr(7), url);
   } else if (text.starts_with("redis://") || text.starts_with("rediss://")) {

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
+
+#include "util/number.h"
 
 namespace rlock {
 
@@ -13,13 +16,15 @@ namespace {
 constexpr double k_max_ms = 7.0 * 24 * 3600 * 1000;
 
 Result<Millis> bad(std::string_view text, std::string_view why) {
-  return fail(
-      Error::Code::usage,
-      fmt::format("invalid duration '{}': {} (use e.g. 1500ms, 30s, 5m, 1h30m, 0.5)", text, why));
+  return fail(Error::Code::usage,
+              fmt::format("invalid duration {}: {} (use e.g. 1500ms, 30s, 5m, 1h30m, 0.5)",
+                          quote_input(text), why));
 }
 
-/// Reads a non-negative decimal number (digits with at most one '.') at pos.
-bool read_number(std::string_view text, size_t& pos, double& value) {
+/// Reads a non-negative decimal number (digits with at most one '.') at pos;
+/// nullopt when there is none. A number too large for any duration still
+/// parses (as more than a week), so the error says so.
+std::optional<double> read_number(std::string_view text, size_t& pos) {
   size_t start = pos;
   bool dot = false;
   while (pos < text.size() &&
@@ -27,10 +32,10 @@ bool read_number(std::string_view text, size_t& pos, double& value) {
     dot = dot || text[pos] == '.';
     ++pos;
   }
-  std::string number(text.substr(start, pos - start));
-  if (number.empty() || number == ".") return false;
-  value = std::stod(number);
-  return true;
+  auto number = parse_decimal(text.substr(start, pos - start), k_max_ms);
+  if (number) return *number;
+  if (pos > start && text.substr(start, pos - start) != ".") return k_max_ms * 2;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -43,8 +48,9 @@ Result<Millis> parse_duration(std::string_view text) {
   int last_rank = 4;
   bool any_unit = false;
   while (pos < text.size()) {
-    double value = 0;
-    if (!read_number(text, pos, value)) return bad(text, "expected a number");
+    auto number = read_number(text, pos);
+    if (!number) return bad(text, "expected a number");
+    double value = *number;
     if (pos == text.size()) {
       if (any_unit) return bad(text, "missing unit after the last number");
       total = value * 1000;  // bare number: seconds, as flock -w

@@ -82,7 +82,7 @@ expect bash "rlock acquire --t" "--timeout${nl}--tls${nl}--ttl"
 expect bash "rlock run --k" "--key${nl}--kill-after"
 expect bash "rlock run --m" "--max-hold${nl}--min-hold"
 expect bash "rlock release --f" "--force"
-expect bash "rlock renew x --to" "--token"
+expect bash "rlock renew x --to" $'--token\n--token-file'
 expect bash "rlock status ''" "build\\ cache${nl}deploy-prod${nl}nightly-report"
 expect bash "rlock release n" "nightly-report"
 expect bash "rlock -u $RLOCK_URL run -n d" "deploy-prod"

@@ -1,6 +1,7 @@
 #include "config/settings.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -112,6 +113,120 @@ TEST(ConfigFile, BadLinesAreConfigErrorsWithLineNumber) {
   EXPECT_NE(layer.error().message.find(":2:"), std::string::npos);
   std::remove(path.c_str());
   EXPECT_EQ(read_config_file("/nonexistent/rlock.conf").error().code, Error::Code::config);
+}
+
+TEST(ConfigFile, TrailingCommentsAreNotPartOfTheValue) {
+  auto path = write_temp(
+      "url = redis://:pa#ss@h:7000/2   # the lock server\nprefix = p: # ours\ntls = no\t# off\n");
+  auto layer = read_config_file(path);
+  ASSERT_TRUE(layer.has_value()) << layer.error().message;
+  ASSERT_EQ(layer->urls.size(), 1u);
+  EXPECT_EQ(layer->urls[0], "redis://:pa#ss@h:7000/2");
+  EXPECT_EQ(layer->prefix, "p:");
+  EXPECT_EQ(layer->tls, false);
+  std::remove(path.c_str());
+}
+
+TEST(ConfigFile, BadValuesAreConfigErrorsNamingFileAndLine) {
+  for (const char* text : {"connect-timeout = soon\n", "prefix = a{b\n", "url = ftp://x\n",
+                           "tls = maybe\n", "connect-timeout = 0\n", "url =\n"}) {
+    auto path = write_temp(std::string("# header\n") + text);
+    auto layer = read_config_file(path);
+    ASSERT_FALSE(layer.has_value()) << text;
+    EXPECT_EQ(layer.error().code, Error::Code::config) << text;
+    EXPECT_NE(layer.error().message.find(path + ":2: "), std::string::npos)
+        << layer.error().message;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(ConfigFile, DirectoryIsAConfigError) {
+  auto layer = read_config_file("/tmp");
+  ASSERT_FALSE(layer.has_value());
+  EXPECT_EQ(layer.error().code, Error::Code::config);
+  EXPECT_NE(layer.error().message.find("directory"), std::string::npos);
+}
+
+TEST(ConfigFile, SizeIsCapped) {
+  auto path = write_temp(std::string(k_max_file_size + 1, '#'));
+  auto layer = read_config_file(path);
+  ASSERT_FALSE(layer.has_value());
+  EXPECT_EQ(layer.error().code, Error::Code::config);
+  EXPECT_NE(layer.error().message.find("larger than 64 KiB"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(ConfigFile, RefusesAFileOthersCanWrite) {
+  for (mode_t mode : {0620, 0602, 0666}) {
+    auto path = write_temp("url = redis://a\n");
+    chmod(path.c_str(), mode);
+    auto layer = read_config_file(path);
+    ASSERT_FALSE(layer.has_value()) << mode;
+    EXPECT_EQ(layer.error().code, Error::Code::config);
+    EXPECT_NE(layer.error().message.find("chmod go-w"), std::string::npos);
+    std::remove(path.c_str());
+  }
+  // /dev/zero: writable by everyone, and endless.
+  EXPECT_EQ(read_config_file("/dev/zero").error().code, Error::Code::config);
+}
+
+TEST(SecretFile, WarnsWhenOthersCanReadIt) {
+  auto path = write_temp("s3cret\nignored\n");
+  chmod(path.c_str(), 0644);
+  std::vector<std::string> warnings;
+  auto line = read_secret_file(path, "--password-file", Error::Code::usage, warnings);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(*line, "s3cret");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("chmod o-r"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(SecretFile, EmptyFileOrDirectoryIsAnError) {
+  std::vector<std::string> warnings;
+  auto path = write_temp("\n");
+  EXPECT_FALSE(read_secret_file(path, "--password-file", Error::Code::usage, warnings));
+  std::remove(path.c_str());
+  auto dir = read_secret_file("/tmp", "--password-file", Error::Code::usage, warnings);
+  ASSERT_FALSE(dir.has_value());
+  EXPECT_EQ(dir.error().code, Error::Code::usage);
+}
+
+TEST(Settings, ErrorsNameTheVariableTheyCameFrom) {
+  Environment env;
+  env.connect_timeout = std::string(300, '9');
+  auto s = resolve({}, env, {});
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::usage);
+  EXPECT_TRUE(s.error().message.starts_with("RLOCK_CONNECT_TIMEOUT: ")) << s.error().message;
+  Environment url;
+  url.rlock_url = "ftp://x";
+  EXPECT_TRUE(resolve({}, url, {}).error().message.starts_with("RLOCK_URL: "));
+}
+
+TEST(Settings, InsecureRefusesACaCertificate) {
+  Layer cli;
+  cli.insecure = true;
+  cli.cacert = "/ca.pem";
+  EXPECT_EQ(resolve(cli, {}, {}).error().code, Error::Code::usage);
+  Layer file;
+  file.insecure = true;
+  file.cacertdir = "/certs";
+  file.insecure_origin = "rlock.conf:3";
+  auto s = resolve({}, {}, file);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::config);
+  EXPECT_NE(s.error().message.find("rlock.conf:3"), std::string::npos);
+}
+
+TEST(Settings, InsecureWarnsOverTls) {
+  Layer cli;
+  cli.insecure = true;
+  cli.urls = {"rediss://h"};
+  auto s = resolve(cli, {}, {});
+  ASSERT_TRUE(s.has_value());
+  ASSERT_EQ(s->warnings.size(), 1u);
+  EXPECT_NE(s->warnings[0].find("not verified"), std::string::npos);
 }
 
 }  // namespace

@@ -180,5 +180,17 @@ TEST(UrlRedaction, RoundTripsThroughParser) {
   EXPECT_EQ(url.db, 5);
 }
 
+TEST(UrlParser, CommaListsSayWhatIsNotSupportedYet) {
+  for (auto text : {"redis://a:1,redis://b:2", "redis://a:1/0,b:2/0", "redis://a,b",
+                    "unix:///a.sock,unix:///b.sock", "redis://a/0,redis://:pw@b/0"}) {
+    auto error = rejected(text);
+    EXPECT_EQ(error.code, Error::Code::usage);
+    EXPECT_NE(error.message.find("comma list"), std::string::npos) << text << ": " << error.message;
+    EXPECT_EQ(error.message.find("pw"), std::string::npos) << error.message;
+  }
+  // A comma in a password is just a character.
+  EXPECT_EQ(parsed("redis://u:a,b@h:1").password, "a,b");
+}
+
 }  // namespace
 }  // namespace rlock::redis

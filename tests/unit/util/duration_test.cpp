@@ -54,3 +54,24 @@ TEST(Duration, FormatsShortestForm) {
 
 }  // namespace
 }  // namespace rlock
+
+namespace rlock {
+namespace {
+
+TEST(Duration, HundredsOfDigitsAreAUsageErrorNotACrash) {
+  std::string huge(300, '9');
+  for (const std::string& text :
+       {huge, huge + "s", huge + "ms", "1h" + huge + "m", "0." + huge, huge + "." + huge + "s"}) {
+    auto d = parse_duration(text);
+    if (text.starts_with("0.")) {
+      EXPECT_TRUE(d.has_value()) << text;  // 0.999... s rounds to 1000 ms
+      continue;
+    }
+    ASSERT_FALSE(d.has_value()) << text;
+    EXPECT_EQ(d.error().code, Error::Code::usage);
+    EXPECT_LT(d.error().message.size(), 160u) << d.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace rlock

@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# Arguments reach the command and the lock verbatim: CLI11 must not take
+# `[a,b]` apart, eat `--` or `++`, or let one option swallow the next words.
+# Numbers are range-checked; typos get a suggestion.
+
+load helpers
+
+# Words CLI11 treats specially somewhere: vector syntax, separators,
+# assignments, subcommand names and terminators, option look-alikes.
+TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' 'status' '')
+
+@test "arguments: every byte of every argument after -- reaches the command" {
+  rl 0 run args-dash -- printf '%s|' "${TRICKY[@]}"
+  assert_output '[1, 2]|[]|[a,b]|a,b|{x}|{}|k=v|--|++|-l|--ttl=5s|status||'
+  rl 0 run args-dash -- jq -cn '[1,2]'
+  assert_output '[1,2]'
+}
+
+@test "arguments: the command's words are verbatim without -- too, and after options" {
+  rl 0 run args-plain printf '%s|' "${TRICKY[@]}"
+  assert_output '[1, 2]|[]|[a,b]|a,b|{x}|{}|k=v|--|++|-l|--ttl=5s|status||'
+  rl 0 -q run -t 5s args-plain -w 1s -- printf '%s|' '[x]' -c
+  assert_output '[x]|-c|'
+}
+
+@test "arguments: a NAME like [a,b] is one lock, for every command" {
+  local name token
+  for name in '[a,b]' '[]' '++' '{a,b}' 'k=v' 'a,b' 'status'; do
+    rl 0 acquire "$name" -n
+    token="$output"
+    rl 0 status "$name" --json
+    assert_equal "$(jq -r .name <<<"$output")" "$name"
+    rl 0 renew "$name" --token "$token"
+    rl 0 release "$name" --token "$token"
+    rl 1 status "$name"
+  done
+  rl 0 acquire '[a,b]'
+  rl 0 status '[a,b]' --json
+  assert_equal "$(jq -r .name <<<"$output")" '[a,b]'
+  # Two names, one held: exit 1, and both are reported.
+  rl 1 status '[a,b]' a --json
+  assert_equal "$(jq -c '[.locks[].name]' <<<"$output")" '["[a,b]","a"]'
+  # A NAME that looks like an option follows --.
+  rl 0 acquire -- -x
+  rl 0 status -- -x
+  rl 0 run -n -- -x-run printf ok
+  assert_output ok
+}
+
+@test "arguments: -u takes exactly one value each time, verbatim" {
+  rl 0 acquire url-one
+  # -u must not swallow the lock names after it.
+  rl 0 status -u "$RLOCK_URL" url-one
+  rl 0 status url-one -u "$RLOCK_URL" --json
+  assert_equal "$(jq -r .name <<<"$output")" url-one
+  # A bracketed URL is not a list of URLs.
+  rl_usage_error -u "[$RLOCK_URL]" status url-one
+  assert_stderr --partial "[$RLOCK_URL]"
+}
+
+@test "arguments: a comma in -u says what is not supported yet" {
+  rl_usage_error -u "redis://127.0.0.1:1,redis://127.0.0.1:2" status x
+  assert_stderr --partial 'comma list'
+  assert_stderr --partial 'not supported yet'
+  refute_stderr --partial 'must be a'
+}
+
+@test "arguments: huge and out-of-range numbers are usage errors naming the option" {
+  local huge
+  huge="$(printf '9%.0s' {1..300})"
+  rl_usage_error acquire num -t "$huge"
+  assert_stderr --partial -- '--ttl'
+  rl_usage_error acquire num -w "${huge}ms"
+  rl_usage_error run num --max-hold "$huge" -- true
+  rl_usage_error --connect-timeout "$huge" status num
+  RLOCK_CONNECT_TIMEOUT="$huge" rl_usage_error status num
+  assert_stderr --partial RLOCK_CONNECT_TIMEOUT
+  rl_usage_error acquire num -E 256
+  assert_stderr --partial -- '--conflict-exit-code'
+  rl_usage_error acquire num -E "$huge"
+  rl_usage_error acquire num -l "$huge"
+  assert_stderr --partial -- '--limit'
+  rl_usage_error acquire num -l 0x10
+}
+
+@test "arguments: a mistyped command suggests the right one" {
+  rl_usage_error stauts x
+  assert_stderr --partial "did you mean 'status'"
+  rl_usage_error -u "$RLOCK_URL" relase x
+  assert_stderr --partial "did you mean 'release'"
+  rl_usage_error frobnicate
+  refute_stderr --partial 'did you mean'
+}
+
+@test "arguments: run --help prints one usage block, with both forms" {
+  rl 0 run --help
+  assert_equal "$(grep -c 'Usage:' <<<"$output")" 1
+  assert_output --partial 'Usage: rlock [GLOBAL] run NAME'
+  assert_output --partial "-c 'SHELL COMMAND'"
+}
+
+@test "arguments: the token can come from a file or stdin instead of argv" {
+  local token
+  rl 0 acquire tok
+  token="$output"
+  (umask 077 && echo "$token" >"$BATS_TEST_TMPDIR/token")
+  rl 0 renew tok --token-file "$BATS_TEST_TMPDIR/token" --ttl 20s
+  run --separate-stderr timeout 20 "$RLOCK" renew tok --token - <<<"$token"
+  assert_success
+  run --separate-stderr timeout 20 "$RLOCK" release tok --token - <<<"$token"
+  assert_success
+  rl 1 status tok
+  rl 0 acquire tok
+  (umask 077 && echo "$output" >"$BATS_TEST_TMPDIR/token")
+  rl 0 release tok --token-file "$BATS_TEST_TMPDIR/token"
+  rl_usage_error release tok --token x --token-file "$BATS_TEST_TMPDIR/token"
+  rl_usage_error release tok --token-file "$BATS_TEST_TMPDIR/missing"
+  run --separate-stderr timeout 20 "$RLOCK" release tok --token - </dev/null
+  assert_equal "$status" 64
+}

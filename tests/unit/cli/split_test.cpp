@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "cli/context.h"
+
+namespace rlock::cli {
+namespace {
+
+using Words = std::vector<std::string>;
+
+/// The real command set, as run_main registers it.
+struct Commands {
+  CLI::App app{"rlock", "rlock"};
+  Context context;
+  Commands() {
+    app.add_option("-u,--url", context.global.layer.urls)->allow_extra_args(false);
+    app.add_flag("-q,--quiet", context.global.quiet);
+    for (auto registrar :
+         {register_run, register_acquire, register_renew, register_release, register_status})
+      registrar(app, context);
+  }
+  CommandLine split(Words args) {
+    auto line = split_command_line(app, std::move(args));
+    EXPECT_TRUE(line.has_value()) << line.error().message;
+    return line.value_or(CommandLine{});
+  }
+};
+
+TEST(SplitCommandLine, RunCommandWordsNeverReachCli11) {
+  Commands c;
+  auto line = c.split({"run", "n", "--", "printf", "[1, 2]", "[]", "--", "-l"});
+  EXPECT_EQ(line.args, (Words{"run", "--", "n"}));
+  EXPECT_EQ(line.operands, (Words{"printf", "[1, 2]", "[]", "--", "-l"}));
+}
+
+TEST(SplitCommandLine, RunCommandStartsAtTheSecondPositional) {
+  Commands c;
+  auto line = c.split({"-u", "redis://h", "run", "-t", "5s", "n", "-w", "1", "ls", "-l"});
+  EXPECT_EQ(line.args, (Words{"-u", "redis://h", "run", "-t", "5s", "-w", "1", "--", "n"}));
+  EXPECT_EQ(line.operands, (Words{"ls", "-l"}));
+  auto dashed = c.split({"run", "--", "-x", "cmd"});
+  EXPECT_EQ(dashed.args, (Words{"run", "--", "-x"}));
+  EXPECT_EQ(dashed.operands, (Words{"cmd"}));
+}
+
+TEST(SplitCommandLine, StatusNamesAreOperandsVerbatim) {
+  Commands c;
+  auto line = c.split({"status", "[a,b]", "-u", "redis://h", "++", "--", "-x"});
+  EXPECT_EQ(line.args, (Words{"status", "-u", "redis://h"}));
+  EXPECT_EQ(line.operands, (Words{"[a,b]", "++", "-x"}));
+}
+
+TEST(SplitCommandLine, OtherNamesGoAfterADoubleDash) {
+  Commands c;
+  auto line = c.split({"acquire", "status", "-n"});
+  EXPECT_EQ(line.args, (Words{"acquire", "-n", "--", "status"}));
+  EXPECT_TRUE(line.operands.empty());
+}
+
+TEST(SplitCommandLine, UnknownCommandSuggestsTheClosest) {
+  Commands c;
+  auto typo = split_command_line(c.app, {"-q", "stauts", "x"});
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_EQ(typo.error().code, Error::Code::usage);
+  EXPECT_NE(typo.error().message.find("did you mean 'status'?"), std::string::npos);
+  auto far = split_command_line(c.app, {"frobnicate"});
+  ASSERT_FALSE(far.has_value());
+  EXPECT_EQ(far.error().message.find("did you mean"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rlock::cli
