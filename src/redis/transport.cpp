@@ -246,7 +246,11 @@ Result<std::unique_ptr<SSL_CTX, FreeWith<SSL_CTX_free>>> make_context(const TlsO
 }  // namespace
 
 TimeLimit TimeLimit::until(Deadline deadline) {
-  return {deadline, std::max(Millis::zero(), std::chrono::ceil<Millis>(deadline - Clock::now()))};
+  // The budget only words a timeout ("timed out after 5s"): a deadline set a
+  // few milliseconds earlier by the caller should not read "4.99s".
+  const auto left =
+      std::chrono::round<std::chrono::duration<Millis::rep, std::deci>>(deadline - Clock::now());
+  return {deadline, std::max(Millis::zero(), std::chrono::duration_cast<Millis>(left))};
 }
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
