@@ -99,38 +99,88 @@ Identity local_identity(long pid, std::string command) {
 }
 
 LockClient::LockClient(redis::ConnectOptions options, std::string prefix)
-    : m_options(std::move(options)), m_prefix(std::move(prefix)) {}
+    : m_options(std::move(options)),
+      m_prefix(std::move(prefix)),
+      m_interrupt_fd(m_options.interrupt_fd) {}
 
 Result<redis::Connection*> LockClient::connection() {
   if (!m_connection) {
-    auto connected = redis::Connection::connect(m_options);
+    redis::ConnectOptions options = m_options;
+    options.interrupt_fd = m_interrupt_fd;
+    auto connected = redis::Connection::connect(options);
     if (!connected) return std::unexpected(connected.error());
     m_connection.emplace(std::move(*connected));
   }
+  m_connection->set_interrupt_fd(m_interrupt_fd);
   return &*m_connection;
 }
 
-Result<redis::Reply> LockClient::run(const std::string& name, std::vector<std::string> args,
-                                     std::optional<Deadline> deadline) {
-  auto conn = connection();
-  if (!conn) return std::unexpected(conn.error());
-  auto keys = lock_keys(m_prefix, name);
-  auto when = deadline.value_or(Clock::now() + (*conn)->command_timeout());
-  auto reply = (*conn)->eval(lock_script(), keys, args, when);
-  // After a transport failure the connection may have a reply in flight:
-  // drop it, the next call reconnects.
-  if (!reply && (reply.error().code == Error::Code::unreachable ||
-                 reply.error().code == Error::Code::interrupted))
-    m_connection.reset();
-  return reply;
+namespace {
+
+/// Sleeps `pause`, or less if `deadline` comes first; false if `interrupt_fd`
+/// became readable meanwhile.
+bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {
+  const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
+  pollfd fd{interrupt_fd, POLLIN, 0};
+  const auto wait = std::max(Millis(0), std::min(pause, left));
+  return poll(&fd, interrupt_fd >= 0 ? 1 : 0, static_cast<int>(wait.count())) <= 0;
 }
 
-Result<Attempt> LockClient::attempt(const Request& request, const std::string& token,
-                                    bool enqueue) {
-  auto reply = run(request.name, {"acquire", token, request.shared ? "shared" : "exclusive",
-                                  std::to_string(request.limit),
-                                  std::to_string(request.ttl.count()), identity_blob(request.who),
-                                  enqueue ? "1" : "0", std::to_string(k_waiter_lease.count())});
+}  // namespace
+
+Result<redis::Reply> LockClient::run(const std::string& name, std::vector<std::string> args,
+                                     std::optional<Deadline> deadline) {
+  const Deadline until = deadline.value_or(Clock::now() + m_options.command_timeout);
+  const auto started = Clock::now();
+  const auto keys = lock_keys(m_prefix, name);
+  // Every lock operation is idempotent by token (a repeated acquire finds
+  // itself holding, a repeated renew extends again, a repeated release finds
+  // nothing), so sending one again is safe even when the first may have been
+  // processed. Connection already replaces a connection found closed before
+  // sending; this covers one closed or reset while the request was out.
+  bool retried_transport = false;
+  // A transient refusal (LOADING after a restart, BUSY script, ...) means
+  // the request was not run: back off and send it again until the caller's
+  // deadline. 100 ms doubling to 1 s notices a finished load quickly without
+  // hammering a server that is busy loading.
+  Millis backoff{100};
+  for (;;) {
+    auto conn = connection();
+    Result<redis::Reply> reply =
+        conn ? (*conn)->eval(lock_script(), keys, args, until) : std::unexpected(conn.error());
+    if (reply) return reply;
+    const Error& error = reply.error();
+    // After a transport failure the connection may have a reply in flight:
+    // drop it, the next call reconnects.
+    if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted)
+      m_connection.reset();
+    if (error.code == Error::Code::unreachable && !retried_transport && Clock::now() < until) {
+      retried_transport = true;
+      continue;
+    }
+    if (error.code != Error::Code::server || !redis::is_transient(error.server)) return reply;
+    if (Clock::now() + backoff >= until) {
+      Error final = error;
+      final.message = fmt::format(
+          "{} still answers {} after {}: {}", m_options.url.redacted(),
+          redis::server_error_word(error.server),
+          format_duration(std::chrono::ceil<Millis>(Clock::now() - started)), error.message);
+      return std::unexpected(final);
+    }
+    if (!pause_before_retry(backoff, until, m_interrupt_fd))
+      return fail(Error::Code::interrupted, "interrupted while waiting for the server");
+    backoff = std::min(backoff * 2, Millis(1000));
+  }
+}
+
+Result<Attempt> LockClient::attempt(const Request& request, const std::string& token, bool enqueue,
+                                    std::optional<Deadline> deadline) {
+  auto reply =
+      run(request.name,
+          {"acquire", token, request.shared ? "shared" : "exclusive", std::to_string(request.limit),
+           std::to_string(request.ttl.count()), identity_blob(request.who), enqueue ? "1" : "0",
+           std::to_string(k_waiter_lease.count())},
+          deadline);
   if (!reply) return std::unexpected(reply.error());
   const auto& e = reply->elements;
   if (reply->type != redis::Reply::Type::array || e.size() < 2)
@@ -161,46 +211,96 @@ Result<Attempt> LockClient::attempt(const Request& request, const std::string& t
 
 namespace {
 
-/// Decides whether a waiter rides out a transport failure: only once it is
-/// queued (a server that never answered is an error at once), only for
-/// k_outage_tolerance and within its own --wait. Sleeps a little before the
-/// retry, waking early on `interrupt_fd`. An error means: give up with it.
-Result<void> ride_out(const Error& error, bool queued, std::optional<Deadline>& outage_since,
-                      Deadline give_up_at, int interrupt_fd) {
-  if (!queued || error.code != Error::Code::unreachable) return std::unexpected(error);
+/// Decides whether a waiter rides out a failure: a transport failure only
+/// once it is queued (a server that never answered is an error at once), a
+/// transient server refusal (LOADING, BUSY, ...) whenever it may wait at
+/// all; both only for k_outage_tolerance and within its own --wait. Sleeps a
+/// little before the retry, waking early on `interrupt_fd`. An error means:
+/// give up with it.
+Result<void> ride_out(const Error& error, bool queued, bool blocking,
+                      std::optional<Deadline>& outage_since, Deadline give_up_at,
+                      int interrupt_fd) {
+  const bool lost_server = queued && error.code == Error::Code::unreachable;
+  const bool transient =
+      blocking && error.code == Error::Code::server && redis::is_transient(error.server);
+  if (!lost_server && !transient) return std::unexpected(error);
   auto now = Clock::now();
   if (!outage_since) outage_since = now;
   if (now - *outage_since >= k_outage_tolerance || now >= give_up_at) return std::unexpected(error);
   // Reconnecting every half second is quick to notice a restarted server
   // and costs nothing while it is down.
   constexpr Millis k_retry_pause{500};
-  pollfd fd{interrupt_fd, POLLIN, 0};
-  if (poll(&fd, interrupt_fd >= 0 ? 1 : 0, static_cast<int>(k_retry_pause.count())) > 0)
+  if (!pause_before_retry(k_retry_pause, give_up_at, interrupt_fd))
     return fail(Error::Code::interrupted, "interrupted while waiting for the server");
   return {};
 }
 
+/// Runs a function when the scope ends.
+template <class F>
+struct OnExit {
+  F function;
+  ~OnExit() { function(); }
+};
+
 }  // namespace
+
+void LockClient::use_interrupt_fd(int fd) {
+  m_interrupt_fd = fd;
+  if (m_connection) m_connection->set_interrupt_fd(fd);
+}
+
+void LockClient::leave_queue(const std::string& name, const std::string& token) {
+  // The user asked us to stop: spend at most this long on leaving the queue
+  // (or releasing a grant whose reply the signal cut off). If it fails, the
+  // waiter lease, or the lock's TTL, removes us anyway. The interrupt fd is
+  // still readable, so it must not apply here.
+  constexpr Millis k_leave_budget{1000};
+  const int saved = m_interrupt_fd;
+  use_interrupt_fd(-1);
+  (void)release(name, token, Clock::now() + k_leave_budget);
+  use_interrupt_fd(saved);
+}
 
 Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> wait,
                                   const Progress& progress, int interrupt_fd) {
   auto token = new_token();
   if (!token) return std::unexpected(token.error());
+  // Every step from here on (connecting, EVALSHA, BLPOP, the pauses between
+  // retries) can be cut short by `interrupt_fd`: a signal ends the wait at
+  // once, not when a read returns.
+  const int saved_interrupt_fd = m_interrupt_fd;
+  use_interrupt_fd(interrupt_fd);
+  const OnExit restore{[this, saved_interrupt_fd] { use_interrupt_fd(saved_interrupt_fd); }};
+
   const bool blocking = !wait || wait->count() > 0;
   const auto start = Clock::now();
   const Deadline give_up_at = wait ? start + *wait : Deadline::max();
+  // A try may take the command timeout, but with --wait never past the end
+  // of the wait, retries included: a server that accepts and never answers
+  // must not stretch `-w 3s` to two command timeouts. Each try still gets
+  // k_min_try, so that a short wait hears a healthy server on a slow
+  // network, and a waiter whose time is up can still leave the queue.
+  constexpr Millis k_min_try{1000};
+  const auto try_deadline = [&] {
+    const auto now = Clock::now();
+    const Deadline by = now + m_options.command_timeout;
+    return blocking && wait ? std::min(by, std::max(give_up_at, now + k_min_try)) : by;
+  };
+  // Gives up with `error`; an interrupted waiter leaves the queue first.
+  const auto give_up = [&](const Error& error) -> Result<Grant> {
+    if (error.code == Error::Code::interrupted) leave_queue(request.name, *token);
+    return std::unexpected(error);
+  };
   bool queued = false;
   std::optional<Deadline> outage_since;
   for (;;) {
-    auto tried = attempt(request, *token, blocking);
-    // The reply may have been lost after the server took the lock for us:
-    // retrying with the same token is idempotent (the script answers "held"),
-    // so one retry on a fresh connection never leaves an orphaned lock.
-    if (!tried && tried.error().code == Error::Code::unreachable)
-      tried = attempt(request, *token, blocking);
+    // A lost reply after the server took the lock for us is harmless: run()
+    // sends the same token again, and the script answers "held".
+    auto tried = attempt(request, *token, blocking, try_deadline());
     if (!tried) {
-      auto retry = ride_out(tried.error(), queued, outage_since, give_up_at, interrupt_fd);
-      if (!retry) return std::unexpected(retry.error());
+      auto retry =
+          ride_out(tried.error(), queued, blocking, outage_since, give_up_at, interrupt_fd);
+      if (!retry) return give_up(retry.error());
       continue;
     }
     if (tried->acquired) return Grant{*token, tried->fence};
@@ -216,8 +316,9 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
       if (left <= Millis(0)) {
         // Leave the queue (a non-enqueuing try removes us) so that we never
         // stall the waiters behind us; we might even get the lock now.
-        auto last = attempt(request, *token, false);
+        auto last = attempt(request, *token, false, try_deadline());
         if (last && last->acquired) return Grant{*token, last->fence};
+        if (!last && last.error().code == Error::Code::interrupted) return give_up(last.error());
         return fail(Error::Code::busy, fmt::format("timed out after {} waiting for lock '{}'",
                                                    format_duration(*wait), request.name));
       }
@@ -225,30 +326,24 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
     }
     auto conn = connection();
     if (!conn) {
-      auto retry = ride_out(conn.error(), queued, outage_since, give_up_at, interrupt_fd);
-      if (!retry) return std::unexpected(retry.error());
+      auto retry = ride_out(conn.error(), queued, blocking, outage_since, give_up_at, interrupt_fd);
+      if (!retry) return give_up(retry.error());
       continue;
     }
-    (*conn)->set_interrupt_fd(interrupt_fd);
     // BLPOP takes fractional seconds (Redis >= 6.0); it returns early when a
     // release pushes to our wake list.
     std::vector<std::string> blpop{
         "BLPOP", wake_key(m_prefix, request.name, *token),
         fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
-    auto woke = (*conn)->command(blpop, Clock::now() + block + (*conn)->command_timeout());
+    auto woke = (*conn)->command(blpop, Clock::now() + block + m_options.command_timeout);
     if (!woke) {
-      m_connection.reset();
-      if (woke.error().code == Error::Code::interrupted) {
-        // Leave the queue on a fresh connection; if that fails the lease
-        // removes us within k_waiter_lease anyway.
-        (void)release(request.name, *token);
-        return std::unexpected(woke.error());
-      }
-      auto retry = ride_out(woke.error(), queued, outage_since, give_up_at, interrupt_fd);
-      if (!retry) return std::unexpected(retry.error());
+      if (woke.error().code == Error::Code::unreachable ||
+          woke.error().code == Error::Code::interrupted)
+        m_connection.reset();
+      auto retry = ride_out(woke.error(), queued, blocking, outage_since, give_up_at, interrupt_fd);
+      if (!retry) return give_up(retry.error());
       continue;
     }
-    (*conn)->set_interrupt_fd(-1);
   }
 }
 
@@ -265,8 +360,9 @@ Result<Millis> LockClient::renew(const std::string& name, const std::string& tok
   return Millis(*renewed);
 }
 
-Result<void> LockClient::release(const std::string& name, const std::string& token) {
-  auto reply = run(name, {"release", token});
+Result<void> LockClient::release(const std::string& name, const std::string& token,
+                                 std::optional<Deadline> deadline) {
+  auto reply = run(name, {"release", token}, deadline);
   if (!reply) return std::unexpected(reply.error());
   auto released = integer_of(*reply);
   if (!released) return std::unexpected(released.error());
@@ -345,13 +441,26 @@ Result<std::vector<LockView>> LockClient::list() {
   std::vector<std::string> names;
   std::string cursor = "0";
   const std::string pattern = meta_pattern(m_prefix);
+  // A real SCAN ends; a broken or hostile server's cursor may never return
+  // to 0. Bounded twice: by steps (with COUNT 1000, 100000 steps walk a
+  // hash table of 100 million slots, more than any one server holds) and by
+  // time (a minute: a healthy server scans millions of keys a second).
+  constexpr int k_max_scan_steps = 100'000;
+  constexpr Millis k_scan_budget{60'000};
+  const Deadline scan_until = Clock::now() + k_scan_budget;
+  int steps = 0;
   do {
+    if (++steps > k_max_scan_steps)
+      return fail(Error::Code::protocol, fmt::format("{}: SCAN did not finish after {} steps",
+                                                     m_options.url.redacted(), k_max_scan_steps));
     // COUNT 1000 keeps each SCAN step short on the server while needing few
     // round trips for large keyspaces.
     std::vector<std::string> scan{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
-    auto reply = (*conn)->command(scan, Clock::now() + (*conn)->command_timeout());
+    auto reply =
+        (*conn)->command(scan, std::min(scan_until, Clock::now() + (*conn)->command_timeout()));
     if (!reply) return std::unexpected(reply.error());
-    if (reply->elements.size() != 2) return fail(Error::Code::protocol, "unexpected SCAN reply");
+    if (reply->elements.size() != 2 || reply->elements[1].type != redis::Reply::Type::array)
+      return fail(Error::Code::protocol, "unexpected SCAN reply");
     cursor = reply->elements[0].str;
     for (const auto& key : reply->elements[1].elements)
       if (auto name = name_of_meta_key(m_prefix, key.str)) names.push_back(*name);

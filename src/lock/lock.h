@@ -93,12 +93,15 @@ class LockClient {
 
   /// One try: takes the lock if it is free and nobody is queued ahead;
   /// otherwise joins (or refreshes its place in) the queue when `enqueue`,
-  /// or leaves it when not.
-  Result<Attempt> attempt(const Request& request, const std::string& token, bool enqueue);
+  /// or leaves it when not. Default deadline: the command timeout.
+  Result<Attempt> attempt(const Request& request, const std::string& token, bool enqueue,
+                          std::optional<Deadline> deadline = std::nullopt);
 
   using Progress = std::function<void(const Attempt&, Millis waited)>;
-  /// Takes the lock, waiting up to `wait` (nullopt: forever; 0: not at all).
-  /// Busy → Error::Code::busy; `interrupt_fd` readable → interrupted.
+  /// Takes the lock, waiting up to `wait` (nullopt: forever; 0: not at all);
+  /// the wait also bounds every try, retries included. Busy →
+  /// Error::Code::busy; `interrupt_fd` readable during any step → the queue
+  /// is left and the error is interrupted.
   Result<Grant> acquire(const Request& request, std::optional<Millis> wait,
                         const Progress& progress = {}, int interrupt_fd = -1);
 
@@ -107,7 +110,9 @@ class LockClient {
   Result<Millis> renew(const std::string& name, const std::string& token, Millis ttl,
                        Deadline deadline);
   /// Releases (or leaves the queue); not_owner if the token held nothing.
-  Result<void> release(const std::string& name, const std::string& token);
+  /// Default deadline: the command timeout.
+  Result<void> release(const std::string& name, const std::string& token,
+                       std::optional<Deadline> deadline = std::nullopt);
   /// Evicts every holder, or the one with this short id; returns them.
   Result<std::vector<HolderView>> force_release(const std::string& name,
                                                 const std::string& holder_id, const Identity& by);
@@ -116,19 +121,34 @@ class LockClient {
   /// Every live lock under the prefix, sorted by name (SCAN + pipelining).
   Result<std::vector<LockView>> list();
 
-  /// The connection, opened on first use and again after a failure.
+  /// The connection, opened on first use and again after a failure; the
+  /// current interrupt fd applies to it.
   Result<redis::Connection*> connection();
   const std::string& prefix() const { return m_prefix; }
   const redis::ConnectOptions& options() const { return m_options; }
 
  private:
+  /// Runs one operation of the lock script before `deadline` (default: the
+  /// command timeout from now). This is where every lock operation gets its
+  /// retries, so that no caller needs its own: once more on a connection
+  /// lost mid-request (the operations are idempotent by token), and with
+  /// backoff on a transient refusal (LOADING, BUSY, TRYAGAIN, MASTERDOWN),
+  /// never past the deadline. The interrupt fd cuts both short.
   Result<redis::Reply> run(const std::string& name, std::vector<std::string> args,
                            std::optional<Deadline> deadline = std::nullopt);
+  /// Makes `fd` the interrupt fd of every step from now on (-1: none).
+  void use_interrupt_fd(int fd);
+  /// An interrupted waiter leaves the queue, briefly and without the
+  /// interrupt fd.
+  void leave_queue(const std::string& name, const std::string& token);
   Result<LockView> parse_status(const std::string& name, const redis::Reply& reply) const;
 
   redis::ConnectOptions m_options;
   std::string m_prefix;
   std::optional<redis::Connection> m_connection;
+  /// Interrupts connecting, commands and retry pauses when readable: the
+  /// options' one, replaced by acquire's for the time of the wait.
+  int m_interrupt_fd = -1;
 };
 
 /// The identity of this process (user@host, host, pid, command line).

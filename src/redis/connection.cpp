@@ -25,9 +25,9 @@ std::string sha1_hex(std::string_view text) {
   return hex;
 }
 
-/// A RESP error reply becomes an Error; other replies pass through.
-Result<Reply> checked(Result<Reply> reply) {
-  if (reply && reply->is_error()) return std::unexpected(classify_server_error(reply->str));
+/// A RESP error reply from `name` becomes an Error; other replies pass through.
+Result<Reply> checked(Result<Reply> reply, const std::string& name) {
+  if (reply && reply->is_error()) return std::unexpected(server_failure(name, reply->str));
   return reply;
 }
 
@@ -36,19 +36,55 @@ Result<Reply> checked(Result<Reply> reply) {
 Script::Script(std::string_view body) : body(body), sha1(sha1_hex(body)) {}
 
 struct Connection::Impl {
+  ConnectOptions options;                // to connect again
   std::unique_ptr<Transport> transport;  // null once closed
   RespReader reader;
-  std::string name;  // the redacted URL
-  Millis command_timeout{};
+  std::string name;      // the redacted URL
+  bool opening = false;  // AUTH and SELECT of open() must not reconnect
 
-  /// Sends `request` and reads `count` replies, error replies included. Any
-  /// failure closes the connection: a reply may still be in flight, and
+  /// Connects, authenticates and selects the database, within the connect
+  /// timeout and `limit`, whichever ends first.
+  Result<void> open(const TimeLimit& limit) {
+    transport.reset();
+    reader = RespReader();
+    const TimeLimit connect_limit = limit.deadline < Clock::now() + options.connect_timeout
+                                        ? limit
+                                        : TimeLimit::after(options.connect_timeout);
+    auto opened = Transport::open(options, connect_limit);
+    if (!opened) return std::unexpected(opened.error());
+    transport = std::move(*opened);
+    opening = true;
+    auto ready = authenticate(connect_limit);
+    if (ready) ready = select(options.url.db, connect_limit);
+    opening = false;
+    if (ready) return {};
+    transport.reset();
+    Error error = ready.error();
+    // A transport failure says "URL: timed out after 2s"; before the first
+    // command, the user is better told that connecting failed.
+    if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted) {
+      error.message = "cannot connect to " + error.message;
+    }
+    return std::unexpected(error);
+  }
+
+  /// Sends `request` and reads `count` replies, error replies included.
+  ///
+  /// A connection that sat idle may have been closed by the server (its
+  /// `timeout`, CLIENT KILL, a proxy, a restart): that is checked before
+  /// sending, and a fresh connection is opened instead. The request provably
+  /// was not processed then, so this is safe for any command.
+  ///
+  /// Any failure closes the connection: a reply may still be in flight, and
   /// taking it for the answer to the next command would be far worse than
   /// reconnecting.
   Result<std::vector<Reply>> exchange(std::string_view request, std::size_t count,
                                       const TimeLimit& limit) {
-    if (!transport)
-      return fail(Error::Code::unreachable, fmt::format("{}: connection closed", name));
+    if (!transport || (!opening && !transport->usable())) {
+      if (opening)
+        return fail(Error::Code::unreachable, fmt::format("{}: connection closed", name));
+      if (auto opened = open(limit); !opened) return std::unexpected(opened.error());
+    }
     auto replies = send_and_receive(request, count, limit);
     if (!replies) transport.reset();
     return replies;
@@ -69,7 +105,7 @@ struct Connection::Impl {
         replies.push_back(std::move(**reply));
         continue;
       }
-      const auto got = transport->read_some(buffer, limit);
+      const auto got = transport->read_some(buffer, limit);  // checks the deadline
       if (!got) return std::unexpected(got.error());
       reader.feed({buffer.data(), *got});
     }
@@ -85,7 +121,7 @@ struct Connection::Impl {
 
   /// AUTH with the password, if one is known: `AUTH user password` (ACL,
   /// Redis 6+) with a user, else the one-argument form every server knows.
-  Result<void> authenticate(const ConnectOptions& options, const TimeLimit& limit) {
+  Result<void> authenticate(const TimeLimit& limit) {
     const auto& password = options.password ? options.password : options.url.password;
     if (!password) return {};
     const auto& user = options.user ? options.user : options.url.user;
@@ -101,8 +137,9 @@ struct Connection::Impl {
     // are not.
     const Error error = classify_server_error(reply->str);
     const bool auth = error.code == Error::Code::auth || reply->str.starts_with("ERR");
-    return fail(auth ? Error::Code::auth : error.code,
-                fmt::format("authentication failed for {}: {}", name, reply->str));
+    return std::unexpected(Error{auth ? Error::Code::auth : error.code,
+                                 fmt::format("authentication failed for {}: {}", name, reply->str),
+                                 error.server});
   }
 
   /// SELECT, unless the URL wants database 0, where every connection starts.
@@ -112,8 +149,9 @@ struct Connection::Impl {
     const auto reply = call(args, limit);
     if (!reply) return std::unexpected(reply.error());
     if (!reply->is_error()) return {};
-    return fail(classify_server_error(reply->str).code,
-                fmt::format("cannot select database {} on {}: {}", db, name, reply->str));
+    Error error = server_failure(name, reply->str);
+    error.message = fmt::format("cannot select database {} on {}: {}", db, name, error.message);
+    return std::unexpected(error);
   }
 };
 
@@ -126,33 +164,22 @@ Result<Connection> Connection::connect(const ConnectOptions& options) {
   // One budget for everything up to the first command (TCP, TLS, AUTH,
   // SELECT): --connect-timeout is how long a user waits before learning that
   // a server is out of reach.
-  const TimeLimit limit = TimeLimit::after(options.connect_timeout);
-  auto transport = Transport::open(options, limit);
-  if (!transport) return std::unexpected(transport.error());
   Connection connection;
   Impl& impl = *connection.m_impl;
-  impl.transport = std::move(*transport);
+  impl.options = options;
   impl.name = options.url.redacted();
-  impl.command_timeout = options.command_timeout;
-  auto ready = impl.authenticate(options, limit);
-  if (ready) ready = impl.select(options.url.db, limit);
-  if (ready) return connection;
-  Error error = ready.error();
-  // A transport failure says "URL: timed out after 2s"; before the first
-  // command, the user is better told that connecting failed.
-  if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted) {
-    error.message = "cannot connect to " + error.message;
-  }
-  return std::unexpected(error);
+  if (auto opened = impl.open(TimeLimit::after(options.connect_timeout)); !opened)
+    return std::unexpected(opened.error());
+  return connection;
 }
 
 Result<Reply> Connection::command(std::span<const std::string> args, Deadline deadline) {
-  return checked(m_impl->call(args, TimeLimit::until(deadline)));
+  return checked(m_impl->call(args, TimeLimit::until(deadline)), m_impl->name);
 }
 
 Result<Reply> Connection::command(std::initializer_list<std::string_view> args) {
   const std::vector<std::string> owned(args.begin(), args.end());
-  return command(owned, Clock::now() + m_impl->command_timeout);
+  return command(owned, Clock::now() + m_impl->options.command_timeout);
 }
 
 Result<std::vector<Reply>> Connection::pipeline(
@@ -170,17 +197,18 @@ Result<Reply> Connection::eval(const Script& script, std::span<const std::string
   command.insert(command.end(), keys.begin(), keys.end());
   command.insert(command.end(), args.begin(), args.end());
   auto reply = m_impl->call(command, limit);
-  if (reply && reply->is_error() && reply->str.starts_with("NOSCRIPT")) {
+  if (reply && reply->is_error() && server_error_kind(reply->str) == ServerError::noscript) {
     // The script cache is empty after a restart, a failover or SCRIPT FLUSH;
     // EVAL runs the script and caches it again for the next EVALSHA.
     command[0] = "EVAL";
     command[1] = script.body;
     reply = m_impl->call(command, limit);
   }
-  return checked(std::move(reply));
+  return checked(std::move(reply), m_impl->name);
 }
 
 void Connection::set_interrupt_fd(int fd) {
+  m_impl->options.interrupt_fd = fd;  // also for the next reconnection
   if (m_impl->transport) m_impl->transport->set_interrupt_fd(fd);
 }
 
@@ -189,7 +217,7 @@ const std::string& Connection::describe() const {
 }
 
 Millis Connection::command_timeout() const {
-  return m_impl->command_timeout;
+  return m_impl->options.command_timeout;
 }
 
 Error classify_server_error(std::string_view message) {
@@ -197,18 +225,27 @@ Error classify_server_error(std::string_view message) {
   // password"; some refusals are an ERR with their own words. Everything
   // else (WRONGTYPE, OOM, READONLY, BUSY, LOADING, MOVED, NOSCRIPT, script
   // errors, ...) is the server refusing the command, and its message says why.
+  const ServerError kind = server_error_kind(message);
   const std::string_view prefix = message.substr(0, message.find(' '));
   const bool auth =
-      prefix == "WRONGPASS" || prefix == "NOAUTH" || prefix == "NOPERM" ||
+      kind == ServerError::noauth || prefix == "WRONGPASS" || prefix == "NOPERM" ||
       message.find("invalid password") != std::string_view::npos ||
       message.find("invalid username-password pair") != std::string_view::npos ||
       // Redis 7.0 words an ACL refusal inside a script this way.
       message.find("user executing the script can't run this command") != std::string_view::npos ||
-      message.find("No permissions to") != std::string_view::npos ||
-      // Redis 7 refuses a long command (our EVALSHA) from a client that has
-      // not authenticated before it would answer NOAUTH.
-      message.find("unauthenticated multibulk") != std::string_view::npos;
-  return Error{auth ? Error::Code::auth : Error::Code::server, std::string(message)};
+      message.find("No permissions to") != std::string_view::npos;
+  return Error{auth ? Error::Code::auth : Error::Code::server, std::string(message), kind};
+}
+
+Error server_failure(std::string_view name, std::string_view message) {
+  Error error = classify_server_error(message);
+  // Redis' own words ("NOAUTH Authentication required", "Protocol error:
+  // unauthenticated multibulk length") do not say what to do about it.
+  if (error.server == ServerError::noauth) {
+    error.message = fmt::format(
+        "{}: this server needs a password: set RLOCK_PASSWORD or --password-file", name);
+  }
+  return error;
 }
 
 }  // namespace rlock::redis

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "redis/reply.h"
+#include "redis/server_error.h"
 #include "redis/url.h"
 #include "util/duration.h"
 #include "util/error.h"
@@ -60,7 +61,10 @@ class Connection {
   ~Connection();
 
   /// Sends one command and reads its reply before `deadline`. A RESP error
-  /// reply becomes Error{server or auth, "<server message>"}.
+  /// reply becomes server_failure(). A connection the server closed while it
+  /// sat idle is replaced by a new one before sending (the command provably
+  /// was not processed); any failure during the exchange closes it, and the
+  /// next command connects again.
   Result<Reply> command(std::span<const std::string> args, Deadline deadline);
   Result<Reply> command(std::initializer_list<std::string_view> args);
 
@@ -91,7 +95,12 @@ class Connection {
 };
 
 /// Classifies a server error message ("WRONGPASS ...", "NOPERM ...",
-/// "WRONGTYPE ...", ...) into an Error.
+/// "WRONGTYPE ...", ...) into an Error with its ServerError kind; the
+/// message is the server's.
 Error classify_server_error(std::string_view message);
+
+/// classify_server_error() for a reply from `name` (the redacted URL), with
+/// a message saying what to do where Redis' own words would not.
+Error server_failure(std::string_view name, std::string_view message);
 
 }  // namespace rlock::redis

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <charconv>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -52,14 +54,107 @@ void RespReader::Free::operator()(redisReader* reader) const {
   redisReaderFree(reader);
 }
 
-RespReader::RespReader() : m_reader(redisReaderCreate()) {
+RespReader::RespReader(ReplyLimits limits) : m_reader(redisReaderCreate()), m_limits(limits) {
   if (!m_reader) throw std::bad_alloc();
 }
 
 // A failed feed (out of memory) leaves the reader in its error state, which
-// next() reports.
+// next() reports. Bytes after a refused header never reach hiredis.
 void RespReader::feed(std::string_view bytes) {
-  redisReaderFeed(m_reader.get(), bytes.data(), bytes.size());
+  if (!m_too_large.empty()) return;
+  // The replies before a refused header are still delivered.
+  const std::size_t accepted = check(bytes);
+  if (accepted > 0) redisReaderFeed(m_reader.get(), bytes.data(), accepted);
+}
+
+std::size_t RespReader::check(std::string_view bytes) {
+  std::size_t pos = 0;
+  while (pos < bytes.size() && !m_unchecked) {
+    if (m_skip > 0) {
+      const auto n = std::min<std::uint64_t>(m_skip, bytes.size() - pos);
+      m_skip -= n;
+      pos += n;
+      if (m_skip == 0) item_done();
+      continue;
+    }
+    // A header line: refused, it is withheld from hiredis from its start in
+    // this feed (an earlier part of it is an incomplete line to hiredis).
+    const std::size_t line_start = pos;
+    const auto end = bytes.find('\n', pos);
+    const std::size_t stop = end == std::string_view::npos ? bytes.size() : end + 1;
+    if (m_line.size() + (stop - pos) > m_limits.max_line) {
+      m_too_large = fmt::format("a reply line longer than {} bytes", m_limits.max_line);
+      return line_start;
+    }
+    m_line.append(bytes.substr(pos, stop - pos));
+    pos = stop;
+    if (end == std::string_view::npos) break;
+    std::string_view line = m_line;
+    line.remove_suffix(1);
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    const bool ok = check_header(line);
+    m_line.clear();
+    if (!ok) return line_start;
+  }
+  return bytes.size();
+}
+
+bool RespReader::check_header(std::string_view line) {
+  if (line.empty()) {
+    m_unchecked = true;
+    return true;
+  }
+  const char type = line.front();
+  if (type == '+' || type == '-' || type == ':') {
+    item_done();
+    return true;
+  }
+  if (type != '$' && type != '*') {
+    m_unchecked = true;  // hiredis reports the malformed stream
+    return true;
+  }
+  std::int64_t length = 0;
+  const auto digits = line.substr(1);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), length);
+  if (error != std::errc() || end != digits.data() + digits.size()) {
+    m_unchecked = true;
+    return true;
+  }
+  if (length < 0) {  // nil
+    item_done();
+    return true;
+  }
+  const auto size = static_cast<std::uint64_t>(length);
+  if (type == '$') {
+    if (size > m_limits.max_bulk_bytes - m_bulk_bytes) {
+      m_too_large = fmt::format("a reply of more than {} bytes", m_limits.max_bulk_bytes);
+      return false;
+    }
+    m_bulk_bytes += size;
+    m_skip = size + 2;  // the payload and its CR LF
+    return true;
+  }
+  if (size > m_limits.max_elements - m_elements) {
+    m_too_large = fmt::format("a reply of more than {} elements", m_limits.max_elements);
+    return false;
+  }
+  m_elements += size;
+  if (size == 0) {
+    item_done();
+  } else {
+    m_open.push_back(length);
+  }
+  return true;
+}
+
+void RespReader::item_done() {
+  while (!m_open.empty()) {
+    if (--m_open.back() > 0) return;
+    m_open.pop_back();  // that array is complete: one item of its parent
+  }
+  // A top-level reply is complete: the next one has the limits to itself.
+  m_elements = 0;
+  m_bulk_bytes = 0;
 }
 
 Result<std::optional<Reply>> RespReader::next() {
@@ -67,7 +162,12 @@ Result<std::optional<Reply>> RespReader::next() {
   if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
     return fail(Error::Code::protocol, fmt::format("malformed reply: {}", m_reader->errstr));
   }
-  if (!raw) return std::nullopt;
+  if (!raw) {
+    if (!m_too_large.empty()) {
+      return fail(Error::Code::protocol, fmt::format("refused {}", m_too_large));
+    }
+    return std::nullopt;
+  }
   const std::unique_ptr<redisReply, FreeReply> reply(static_cast<redisReply*>(raw));
   return to_reply(*reply);
 }

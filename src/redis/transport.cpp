@@ -246,7 +246,11 @@ Result<std::unique_ptr<SSL_CTX, FreeWith<SSL_CTX_free>>> make_context(const TlsO
 }  // namespace
 
 TimeLimit TimeLimit::until(Deadline deadline) {
-  return {deadline, std::max(Millis::zero(), std::chrono::ceil<Millis>(deadline - Clock::now()))};
+  // The budget only words a timeout ("timed out after 5s"): a deadline set a
+  // few milliseconds earlier by the caller should not read "4.99s".
+  const auto left =
+      std::chrono::round<std::chrono::duration<Millis::rep, std::deci>>(deadline - Clock::now());
+  return {deadline, std::max(Millis::zero(), std::chrono::duration_cast<Millis>(left))};
 }
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
@@ -391,6 +395,10 @@ Result<void> Transport::write_all(std::string_view bytes, const TimeLimit& limit
 
 Result<std::size_t> Transport::read_some(std::span<char> buffer, const TimeLimit& limit) {
   for (;;) {
+    if (Clock::now() >= limit.deadline) {
+      return failure(Error::Code::unreachable,
+                     fmt::format("timed out after {}", format_duration(limit.budget)));
+    }
     if (m_ssl) {
       ERR_clear_error();
       std::size_t got = 0;
@@ -405,6 +413,25 @@ Result<std::size_t> Transport::read_some(std::span<char> buffer, const TimeLimit
     if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
     if (auto waited = wait(POLLIN, limit); !waited) return std::unexpected(waited.error());
   }
+}
+
+bool Transport::usable() {
+  char byte = 0;
+  if (m_ssl) {
+    // SSL_peek also consumes what TLS itself sent meanwhile (TLS 1.3 session
+    // tickets) and recognises the server's close_notify.
+    ERR_clear_error();
+    std::size_t got = 0;
+    const int result = SSL_peek_ex(m_ssl.get(), &byte, 1, &got);
+    if (result == 1) return false;  // unasked-for data: out of step
+    const int error = SSL_get_error(m_ssl.get(), result);
+    ERR_clear_error();
+    return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE;
+  }
+  const ssize_t got = recv(m_fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  // 0: the server closed; > 0: unasked-for data; < 0: reset, unless it
+  // only says "nothing to read", which is the healthy idle state.
+  return got < 0 && would_block(errno);
 }
 
 }  // namespace rlock::redis

@@ -59,7 +59,15 @@ class Transport {
   Result<void> write_all(std::string_view bytes, const TimeLimit& limit);
 
   /// Reads at least one byte into `buffer`; the connection closing is an error.
+  /// The deadline is checked before every read, not only when a read would
+  /// block: a server streaming bytes without end must not outlast it.
   Result<std::size_t> read_some(std::span<char> buffer, const TimeLimit& limit);
+
+  /// Whether a request sent now could be answered: false when the server has
+  /// closed the connection (an idle timeout, CLIENT KILL, a proxy, a restart)
+  /// or sent bytes nobody asked for. Never blocks. A request on an unusable
+  /// connection provably was not processed, so reconnecting first is safe.
+  bool usable();
 
   /// Readable `fd` = stop waiting with Error::Code::interrupted; -1 disables.
   void set_interrupt_fd(int fd) { m_interrupt_fd = fd; }

@@ -10,6 +10,12 @@
 
 namespace rlock {
 
+namespace redis {
+// Defined in redis/server_error.h; declared here so that every Error can say
+// which server error it came from without util depending on redis.
+enum class ServerError : unsigned char;
+}  // namespace redis
+
 /// Process exit statuses (see the EXIT STATUS table of rlock(1)).
 enum class ExitStatus : int {
   success = 0,
@@ -39,6 +45,10 @@ struct Error {
   };
   Code code;
   std::string message;
+  /// For code server (and auth from NOAUTH): the kind of error reply, so that
+  /// callers decide by kind (retry LOADING, follow MOVED) rather than by text.
+  /// Zero (ServerError::none) for errors that are not a server's reply.
+  redis::ServerError server{};
 };
 
 template <class T>

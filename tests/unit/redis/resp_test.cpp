@@ -149,3 +149,82 @@ TEST(FormatCommand, RoundTripsBinaryArgumentsThroughReader) {
 
 }  // namespace
 }  // namespace rlock::redis
+
+namespace rlock::redis {
+namespace {
+
+/// Feeds `bytes` to a reader with small limits and returns next()'s error.
+Error refused(std::string_view bytes, ReplyLimits limits = {10, 100, 50}) {
+  RespReader reader(limits);
+  reader.feed(bytes);
+  auto reply = reader.next();
+  EXPECT_FALSE(reply.has_value()) << "accepted " << bytes;
+  return reply ? Error{} : reply.error();
+}
+
+TEST(RespReaderLimits, RefusesAHugeArrayBeforeAllocatingIt) {
+  // hiredis 0.14 would allocate 16 GiB for this header alone.
+  const Error error = refused("*2147483647\r\n", ReplyLimits{});
+  EXPECT_EQ(error.code, Error::Code::protocol);
+  EXPECT_NE(error.message.find("more than 1000000 elements"), std::string::npos) << error.message;
+}
+
+TEST(RespReaderLimits, CountsElementsOfNestedArraysTogether) {
+  // 3 + 4 + 4 = 11 elements > 10, though every array alone is within.
+  EXPECT_EQ(refused("*3\r\n*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n*4\r\n").code, Error::Code::protocol);
+}
+
+TEST(RespReaderLimits, RefusesAHugeBulkStringAndTheSumOfBulkStrings) {
+  EXPECT_NE(refused("$101\r\n").message.find("more than 100 bytes"), std::string::npos);
+  EXPECT_NE(refused("$9999999999999\r\n").message.find("more than 100 bytes"), std::string::npos);
+  const std::string sixty(60, 'x');
+  EXPECT_EQ(refused("*2\r\n$60\r\n" + sixty + "\r\n$60\r\n").code, Error::Code::protocol);
+}
+
+TEST(RespReaderLimits, RefusesALineWithoutEnd) {
+  RespReader reader({10, 100, 50});
+  for (int i = 0; i < 10; ++i) reader.feed("+aaaaaaaaaa");
+  auto reply = reader.next();
+  ASSERT_FALSE(reply.has_value());
+  EXPECT_NE(reply.error().message.find("line longer than 50 bytes"), std::string::npos);
+}
+
+TEST(RespReaderLimits, LimitsApplyToEachReplyOfAPipeline) {
+  RespReader reader({10, 100, 50});
+  const std::string ninety(90, 'x');
+  for (int i = 0; i < 3; ++i) {
+    reader.feed("*8\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n*1\r\n$90\r\n" + ninety + "\r\n");
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto reply = reader.next();
+    ASSERT_TRUE(reply.has_value()) << reply.error().message;
+    ASSERT_TRUE(reply->has_value());
+    EXPECT_EQ((*reply)->elements[7].elements[0].str, ninety);
+  }
+}
+
+TEST(RespReaderLimits, DeliversRepliesBeforeARefusedOne) {
+  RespReader reader({10, 100, 50});
+  reader.feed("+OK\r\n:5\r\n*11\r\n");
+  EXPECT_EQ(reader.next().value()->str, "OK");
+  EXPECT_EQ(reader.next().value()->integer, 5);
+  EXPECT_FALSE(reader.next().has_value());
+}
+
+TEST(RespReaderLimits, FollowsBulkPayloadsThatLookLikeHeaders) {
+  // The payload "*99\r\n" is data, not a header: no refusal.
+  RespReader reader({10, 100, 50});
+  reader.feed("$5\r\n*99\r\n\r\n");
+  EXPECT_EQ(reader.next().value()->str, "*99\r\n");
+}
+
+TEST(RespReaderLimits, NilsAndEmptyArraysAreFine) {
+  RespReader reader({2, 100, 50});
+  reader.feed("*2\r\n*-1\r\n*0\r\n$-1\r\n*2\r\n:1\r\n:2\r\n");
+  EXPECT_EQ(reader.next().value()->elements.size(), 2u);
+  EXPECT_TRUE(reader.next().value()->is_nil());
+  EXPECT_EQ(reader.next().value()->elements.size(), 2u);
+}
+
+}  // namespace
+}  // namespace rlock::redis

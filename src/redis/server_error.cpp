@@ -1,0 +1,61 @@
+#include "redis/server_error.h"
+
+#include <array>
+#include <utility>
+
+namespace rlock::redis {
+namespace {
+
+constexpr std::array<std::pair<std::string_view, ServerError>, 12> k_words{{
+    {"MOVED", ServerError::moved},
+    {"ASK", ServerError::ask},
+    {"READONLY", ServerError::readonly},
+    {"LOADING", ServerError::loading},
+    {"BUSY", ServerError::busy},
+    {"TRYAGAIN", ServerError::tryagain},
+    {"CLUSTERDOWN", ServerError::clusterdown},
+    {"MASTERDOWN", ServerError::masterdown},
+    {"NOAUTH", ServerError::noauth},
+    {"NOSCRIPT", ServerError::noscript},
+    {"WRONGTYPE", ServerError::wrongtype},
+    {"OOM", ServerError::oom},
+}};
+
+}  // namespace
+
+ServerError server_error_kind(std::string_view message) {
+  // Redis 7 refuses a long first command (our EVALSHA) from a client that
+  // has not authenticated with this before it would answer NOAUTH.
+  if (message.find("unauthenticated multibulk") != std::string_view::npos ||
+      message.find("unauthenticated bulk") != std::string_view::npos) {
+    return ServerError::noauth;
+  }
+  // The kind is the whole first word: "BUSYKEY" (RESTORE) is not "BUSY".
+  const std::string_view word = message.substr(0, message.find(' '));
+  for (const auto& [text, kind] : k_words)
+    if (word == text) return kind;
+  return ServerError::other;
+}
+
+bool is_transient(ServerError kind) {
+  // CLUSTERDOWN and READONLY can also pass, but only a Cluster or failover
+  // aware backend knows whether waiting helps; for one server they are
+  // reported at once.
+  switch (kind) {
+    case ServerError::loading:
+    case ServerError::busy:
+    case ServerError::tryagain:
+    case ServerError::masterdown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string_view server_error_word(ServerError kind) {
+  for (const auto& [text, k] : k_words)
+    if (k == kind) return text;
+  return "";
+}
+
+}  // namespace rlock::redis

@@ -1,0 +1,109 @@
+#!/usr/bin/env bats
+# Reconnecting and retrying against a real server: a connection the server
+# closed while idle, transient refusals (BUSY, LOADING), and what a missing
+# password looks like.
+
+load helpers
+
+teardown() {
+  # A busy script left by a failed test would make every later test BUSY.
+  rcli SCRIPT KILL >/dev/null 2>&1 || true
+  rcli CONFIG SET busy-reply-threshold 5000 >/dev/null 2>&1 || true
+  rcli CONFIG SET timeout 0 >/dev/null 2>&1 || true
+  kill_bg_pids
+}
+
+@test "reconnect: the release after a command that outlived the server's idle timeout frees the lock at once" {
+  rcli CONFIG SET timeout 1 >/dev/null
+  rl 0 run -t 30s idle -- sleep 3
+  refute_stderr --partial warning
+  # Free now, not in 30 s.
+  rl 1 status idle
+}
+
+@test "reconnect: --min-hold after an idle period still keeps the lock for the rest of the hold" {
+  rcli CONFIG SET timeout 1 >/dev/null
+  rl 0 run -t 5s --min-hold 20s idle-hold -- sleep 3
+  refute_stderr --partial warning
+  rl 0 status idle-hold --json
+  # Renewed to the rest of --min-hold (about 17 s), beyond the 5 s TTL.
+  assert_greater "$(json 'd["holders"][0]["ttl_ms"]')" 10000
+}
+
+@test "reconnect: the heartbeat renews across an idle timeout shorter than its interval" {
+  rcli CONFIG SET timeout 1 >/dev/null
+  # Renewals every 1 s with connections the server closes after 1 s idle;
+  # the lock must stay held for the whole 4 s command.
+  rl 0 run -t 3s idle-beat -- sleep 4
+  refute_stderr --partial warning
+}
+
+@test "retry: acquire rides out a BUSY script instead of exiting 76" {
+  rcli CONFIG SET busy-reply-threshold 100 >/dev/null
+  # A script that keeps the server busy for 2 s.
+  rcli EVAL "local t = tonumber(redis.call('TIME')[1]) + 2
+    while tonumber(redis.call('TIME')[1]) < t do end" 0 >/dev/null &
+  local busy=$!
+  sleep 0.5
+  rl 0 acquire busy -n
+  wait "$busy" || true
+}
+
+@test "retry: a server still BUSY at the deadline is reported as such (76)" {
+  rcli CONFIG SET busy-reply-threshold 100 >/dev/null
+  rcli EVAL "local t = tonumber(redis.call('TIME')[1]) + 8
+    while tonumber(redis.call('TIME')[1]) < t do end" 0 >/dev/null &
+  local busy=$!
+  sleep 0.5
+  rl 76 acquire busy2 -n
+  assert_stderr --regexp "^rlock: error: redis://127\.0\.0\.1:[0-9]+/0 still answers BUSY after [0-9.]+s: BUSY "
+  rcli SCRIPT KILL >/dev/null
+  wait "$busy" || true
+}
+
+@test "retry: a queued waiter rides out a restart whose dataset takes seconds to LOAD" {
+  # Enough keys that loading them, slowed by key-load-delay, takes seconds.
+  rcli EVAL "for i = 1, 20000 do redis.call('SET', 'filler:' .. i, i) end" 0 >/dev/null
+  rl 0 acquire -t 60s load
+  local token="$output"
+  rl_bg waiter run -w 40s load -- true
+  wait_waiters load 1
+  rcli SAVE >/dev/null
+  # Stop the server without removing its directory (and dump.rdb) ...
+  kill -TERM "$REDIS_PID"
+  local i
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$REDIS_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  # ... and start it again on the same port and directory, slowly loading
+  # (and answering clients meanwhile, rather than only every 2 MB loaded).
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" --save '' \
+    --appendonly no --key-load-delay 100 --loading-process-events-interval-bytes 1024 --logfile "$REDIS_DIR/redis.log" </dev/null \
+    >/dev/null 2>&1 3>&- &
+  export REDIS_PID=$!
+  echo "$REDIS_PID $REDIS_DIR" >>"$BATS_FILE_TMPDIR/redis-servers"
+  # The server answers LOADING for a while: the waiter must still be waiting.
+  local saw_loading=0
+  for ((i = 0; i < 200; i++)); do
+    if [[ "$(rcli GET probe 2>&1)" == LOADING* ]]; then
+      saw_loading=1
+    elif ((saw_loading)); then
+      break
+    fi
+    sleep 0.05
+  done
+  ((saw_loading)) || fail "the restarted server never answered LOADING"
+  [[ ! -e "$BATS_TEST_TMPDIR/bg.waiter.rc" ]] || fail "the waiter ended during LOADING: $(cat "$BATS_TEST_TMPDIR/bg.waiter.err")"
+  # The lock survived in dump.rdb; its release lets the waiter in.
+  rl 0 release load --token "$token"
+  rl_wait waiter 0
+}
+
+@test "auth: a server that needs a password says so, not in Redis' words" {
+  rcli CONFIG SET requirepass s3cret >/dev/null
+  rl 77 acquire pw -n
+  assert_stderr "rlock: error: $RLOCK_URL: this server needs a password: set RLOCK_PASSWORD or --password-file"
+  RLOCK_PASSWORD=s3cret rl 0 status
+  redis-cli -p "$REDIS_PORT" -a s3cret --no-auth-warning CONFIG SET requirepass '' >/dev/null
+}
