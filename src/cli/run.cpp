@@ -129,19 +129,33 @@ bool is_ancestor(pid_t pid) {
   return false;
 }
 
-/// True when an enclosing `rlock run` of this process tree holds `name`:
-/// RLOCK_NAME/RLOCK_TOKEN say so, and the server confirms that the token
-/// holds the lock for a process that is our ancestor (a stale environment,
-/// say inherited by a daemon that outlived its run, does not count).
-Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& name) {
+/// The holds of the enclosing runs that are for `name`: from RLOCK_HELD (every
+/// enclosing run, outermost first) and RLOCK_NAME/RLOCK_TOKEN (the innermost).
+std::vector<supervise::HeldLock> enclosing_holds_of(const std::string& name) {
+  std::vector<supervise::HeldLock> holds;
+  if (const char* held = std::getenv("RLOCK_HELD"))
+    for (auto& h : supervise::parse_held(held))
+      if (h.name == name) holds.push_back(std::move(h));
   const char* env_name = std::getenv("RLOCK_NAME");
   const char* env_token = std::getenv("RLOCK_TOKEN");
-  if (!env_name || !env_token || name != env_name || !*env_token) return false;
+  if (env_name && env_token && *env_token && name == env_name)
+    holds.push_back({short_id(env_token), name});
+  return holds;
+}
+
+/// True when an enclosing `rlock run` of this process tree holds `name`, at
+/// any depth (A -> B -> A): RLOCK_HELD or RLOCK_NAME/RLOCK_TOKEN say so, and
+/// the server confirms that the holder with that id is one of our
+/// ancestors (a stale environment, say inherited by a daemon that outlived
+/// its run, does not count).
+Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& name) {
+  const auto holds = enclosing_holds_of(name);
+  if (holds.empty()) return false;
   auto view = client.status(name);
   if (!view) return std::unexpected(view.error());
-  const auto id = short_id(env_token);
   for (const auto& holder : view->holders)
-    if (holder.id == id && is_ancestor(static_cast<pid_t>(holder.who.pid))) return true;
+    for (const auto& h : holds)
+      if (holder.id == h.id && is_ancestor(static_cast<pid_t>(holder.who.pid))) return true;
   return false;
 }
 
@@ -276,6 +290,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                                             {name, hold.grant.token, hold.grant.fence});
   launch.mask = original_mask;
   launch.take_terminal = supervise::owns_terminal();
+  launch.kill_after = timing.kill_after;
+  launch.must_be_dead_by = supervise::must_be_dead_by(hold.confirmed, timing);
   auto child = supervise::Child::spawn(launch);
   if (!child || child->exec_errno()) {
     (*heartbeat)->stop();
@@ -288,8 +304,12 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   context.verbose(fmt::format("acquired lock '{}' (fence {}); running pid {}", name,
                               hold.grant.fence, child->pid()));
 
-  supervise::Supervisor supervisor(*child, **heartbeat, *signals, timing, hold.acquired);
+  supervise::Supervisor supervisor(*child, **heartbeat, *signals, timing, hold.acquired,
+                                   hold.confirmed);
   auto outcome = supervisor.run();
+  // The command is over: what is left of its group from here on (a job it
+  // left in the background) is not the guardian's to kill.
+  child->dismiss_guardian();
   // Joined before any release: no renewal of ours can follow it.
   (*heartbeat)->stop();
   if (outcome.loss) {
