@@ -53,7 +53,14 @@ Result<std::vector<std::string>> command_argv(const RunOptions& o) {
   return o.command;
 }
 
-/// The command as status shows it.
+/// The command as status shows it by default: the program's name alone, as
+/// its arguments may hold secrets (`mysql -phunter2`) and every lock user
+/// can read what is stored; for -c, the shell.
+std::string program_shown(const std::vector<std::string>& argv) {
+  return program_name(argv.front());
+}
+
+/// The command as status shows it with --show-command.
 std::string command_line(const RunOptions& o) {
   std::string line;
   if (o.shell_command) {
@@ -350,13 +357,14 @@ int run_command(Context& context, const RunOptions& o) {
   auto argv = command_argv(o);
   if (!argv) return report(argv.error());
   // status shows rlock itself as the holder: it is the process that keeps
-  // the lock alive, and the command line says what it runs.
-  auto plan = context.plan(o.lock, getpid(), command_line(o));
+  // the lock alive, and the program (or command line) says what it runs.
+  auto plan = context.plan(o.lock, getpid(), program_shown(*argv));
   if (!plan) return report(plan.error());
   auto timing = timing_of(o, plan->request.ttl);
   if (!timing) return report(timing.error());
   auto client = context.client();
   if (!client) return report(client.error());
+  if (context.show_command()) plan->request.who.command = command_line(o);
 
   auto nested = held_by_enclosing_run(*client, o.lock.name);
   if (!nested) return report(nested.error());

@@ -125,6 +125,8 @@ Result<Layer> read_config_file(const std::string& path) {
       layer.sni = value;
     else if (key == "connect-timeout")
       layer.connect_timeout = value;
+    else if (key == "show-command")
+      ok = flag(layer.show_command);
     else
       return fail(Error::Code::config, fmt::format("{}: unknown key '{}'", where, key));
     if (!ok) return std::unexpected(ok.error());
@@ -176,6 +178,7 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     password = *p;
   }
   auto user = first_set(cli.user, file.user);
+  settings.show_command = first_set(cli.show_command, file.show_command).value_or(false);
 
   for (const auto& text : urls) {
     auto url = redis::parse_url(text);
