@@ -44,10 +44,10 @@ constexpr std::int64_t k_guard_poll_ns = 20'000'000;
 //   -PGID  the command's process group (written by the command itself,
 //          before it execs, so it arrives even when rlock dies right after
 //          fork)
-//   0      dismissed: the command is over, exit quietly
 //   T > 0  the command must be dead by CLOCK_MONOTONIC T nanoseconds
+// Both ends are non-blocking: rlock never waits on a guardian that is
+// stopped (a lost deadline only makes it act sooner, never later).
 using Message = std::int64_t;
-constexpr Message k_dismissed = 0;
 
 std::int64_t monotonic_ns() {
   timespec ts{};
@@ -140,7 +140,7 @@ int close_all_but(int keep) {
     }
     if (n < 0) continue;  // EINTR cannot happen with every signal blocked
     ssize_t got = read(pipe_read, buffer + held, sizeof buffer - held);
-    if (got < 0) continue;
+    if (got < 0) continue;  // EAGAIN: nothing after all
     if (got == 0) {
       // rlock is gone without dismissing us: it died.
       std::int64_t kill_at = monotonic_ns() + kill_after_ns;
@@ -152,7 +152,6 @@ int close_all_but(int keep) {
     for (; held - used >= sizeof(Message); used += sizeof(Message)) {
       Message m;
       std::memcpy(&m, buffer + used, sizeof m);
-      if (m == k_dismissed) _exit(0);
       if (m < 0) {
         pgid = static_cast<pid_t>(-m);
       } else {
@@ -214,14 +213,12 @@ std::string_view path_of(const std::vector<std::string>& env) {
   return k_default_path;
 }
 
-Result<void> write_message(int fd, Message m) {
+/// Best effort: a full pipe (a stopped guardian) loses the message.
+void write_message(int fd, Message m) {
   ssize_t n;
   do {
     n = write(fd, &m, sizeof m);
   } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(sizeof m))
-    return fail(Error::Code::internal, std::string("guardian pipe: ") + std::strerror(errno));
-  return {};
 }
 
 }  // namespace
@@ -280,7 +277,7 @@ Result<Child> Child::spawn(const Launch& launch) {
 
   // The guardian first, so that it exists before the command does.
   int guard_fds[2];
-  if (pipe2(guard_fds, O_CLOEXEC) != 0)
+  if (pipe2(guard_fds, O_CLOEXEC | O_NONBLOCK) != 0)
     return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
   Fd guard_read(guard_fds[0]), guard_write(guard_fds[1]);
   const std::int64_t kill_after_ns =
@@ -396,16 +393,15 @@ void Child::restore_terminal() {
 }
 
 void Child::guard_until(Deadline must_be_dead_by) {
-  if (m_guardian_pipe)
-    (void)write_message(m_guardian_pipe.get(), deadline_message(must_be_dead_by));
+  if (m_guardian_pipe) write_message(m_guardian_pipe.get(), deadline_message(must_be_dead_by));
 }
 
 void Child::dismiss_guardian() {
   if (m_guardian_pid <= 0) return;
-  // Without the message (a full pipe cannot happen: rlock writes one
-  // message per renewal and the guardian reads them at once), closing the
-  // pipe alone would read as rlock's death.
-  if (m_guardian_pipe) (void)write_message(m_guardian_pipe.get(), k_dismissed);
+  // SIGKILL: it holds nothing to clean up, and it must be gone before the
+  // pipe closes (which it would read as rlock's death); SIGKILL also ends
+  // a guardian someone stopped, so waitpid cannot hang.
+  kill(m_guardian_pid, SIGKILL);
   m_guardian_pipe.reset();
   int status = 0;
   while (waitpid(m_guardian_pid, &status, 0) < 0 && errno == EINTR) {

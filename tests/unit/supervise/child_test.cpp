@@ -199,5 +199,20 @@ TEST(Guardian, AMovedDeadlineOrADismissalSparesTheCommand) {
   EXPECT_EQ(exit_status_of(wait_exit(*child)), 128 + SIGTERM);
 }
 
+TEST(Guardian, DismissingAStoppedGuardianDoesNotHang) {
+  auto child = Child::spawn(launch_of({"sleep", "10"}));
+  ASSERT_TRUE(child.has_value());
+  pid_t guardian = child->guardian_pid();
+  ASSERT_GT(guardian, 0);
+  kill(guardian, SIGSTOP);
+  // Far more renewals than the pipe holds: none of them may block.
+  for (int k = 0; k < 20000; ++k) child->guard_until(Clock::now() + Millis(60'000));
+  child->dismiss_guardian();
+  EXPECT_NE(kill(guardian, 0), 0);
+  EXPECT_FALSE(child->poll_exit().has_value());  // the command is left alone
+  child->signal_group(SIGTERM);
+  EXPECT_EQ(exit_status_of(wait_exit(*child)), 128 + SIGTERM);
+}
+
 }  // namespace
 }  // namespace rlock::supervise
