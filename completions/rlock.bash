@@ -6,7 +6,8 @@
 
 _rlock_commands="run acquire renew release status"
 _rlock_global_opts="-u --url --prefix --user --password-file --tls --cacert --cacertdir --cert
-  --key --sni --insecure --connect-timeout --config --json -v --verbose -q --quiet -h --help"
+  --key --sni --insecure --connect-timeout --config --show-command --json -v --verbose -q --quiet
+  -h --help"
 _rlock_lock_opts="-t --ttl -n --nonblock -w --wait --timeout -E --conflict-exit-code -s --shared
   -l --limit --owner"
 # Options that take a value (the next word is theirs, not a positional).

@@ -127,6 +127,7 @@ complete -c rlock -l sni -x -d 'TLS server name'
 complete -c rlock -l insecure -d "Don't verify the server's certificate"
 complete -c rlock -l connect-timeout -x -d 'Per connection attempt (default 2s)'
 complete -c rlock -l config -r -F -d 'Config file'
+complete -c rlock -l show-command -d 'Store full command lines in Redis (default: program names)'
 complete -c rlock -l json -d 'One JSON document on stdout'
 complete -c rlock -s v -l verbose -d 'More on stderr'
 complete -c rlock -s q -l quiet -d 'Less on stderr'

@@ -18,10 +18,11 @@ Action register_acquire(CLI::App& app, Context& context) {
     // The holder shown by status is the script that called us: acquire
     // itself exits at once.
     pid_t caller = getppid();
-    auto plan = context.plan(*options, caller, process_command(caller));
+    auto plan = context.plan(*options, caller, process_name(caller));
     if (!plan) return report(plan.error());
     auto client = context.client();
     if (!client) return report(client.error());
+    if (context.show_command()) plan->request.who.command = process_command(caller);
     // Ctrl-C or a kill while waiting leaves the queue and exits 128+N.
     SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP};
     auto grant =

@@ -52,6 +52,9 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                  "Config file (env RLOCK_CONFIG; default /etc/rlock.conf, "
                  "~/.config/rlock/rlock.conf)")
       ->group(group);
+  app.add_flag("--show-command", g.show_command,
+               "Store full command lines in Redis for status (default: program names only)")
+      ->group(group);
   app.add_flag("--json", g.json, "Machine-readable output: one JSON document on stdout")
       ->group(group);
   app.add_flag("-v,--verbose", g.verbose, "More on stderr")->group(group);

@@ -34,9 +34,11 @@ Result<lock::LockClient> Context::client() {
   config::Layer cli = global.layer;
   if (global.tls) cli.tls = true;
   if (global.insecure) cli.insecure = true;
+  if (global.show_command) cli.show_command = true;
   auto settings = config::resolve(cli, env, file);
   if (!settings) return std::unexpected(settings.error());
   for (const auto& w : settings->warnings) warn("warning: " + w);
+  m_show_command = settings->show_command;
   return lock::LockClient(settings->servers.front(), settings->prefix);
 }
 

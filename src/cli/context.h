@@ -18,6 +18,7 @@ struct GlobalOptions {
   std::optional<std::string> config_file;
   bool tls = false, insecure = false;
   bool json = false;
+  bool show_command = false;
   int verbose = 0;
   bool quiet = false;
 };
@@ -53,6 +54,9 @@ class Context {
   /// Resolves settings (flag > env > file > default), prints their warnings,
   /// and returns a client for the configured server.
   Result<lock::LockClient> client();
+  /// After client(): whether full command lines may be stored in Redis
+  /// (--show-command, config key show-command); else program names only.
+  bool show_command() const { return m_show_command; }
 
   /// One line on stderr, only with -v.
   void verbose(const std::string& line) const;
@@ -74,6 +78,7 @@ class Context {
 
  private:
   mutable bool m_progress_shown = false;
+  bool m_show_command = false;
 };
 
 /// The token of renew and release: `--token TOKEN`, `--token -` (a line on

@@ -41,7 +41,8 @@ Action register_release(CLI::App& app, Context& context) {
     }
     // The audit record names the operator: user@host, this shell.
     pid_t caller = getppid();
-    auto by = lock::local_identity(caller, process_command(caller));
+    auto by = lock::local_identity(
+        caller, context.show_command() ? process_command(caller) : process_name(caller));
     auto evicted = client->force_release(o->name, o->holder.value_or(""), by);
     if (!evicted) return report(evicted.error());
     output::print_forced(o->name, *evicted, context.global.json);

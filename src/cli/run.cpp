@@ -53,7 +53,14 @@ Result<std::vector<std::string>> command_argv(const RunOptions& o) {
   return o.command;
 }
 
-/// The command as status shows it.
+/// The command as status shows it by default: the program's name alone, as
+/// its arguments may hold secrets (`mysql -phunter2`) and every lock user
+/// can read what is stored; for -c, the shell.
+std::string program_shown(const std::vector<std::string>& argv) {
+  return program_name(argv.front());
+}
+
+/// The command as status shows it with --show-command.
 std::string command_line(const RunOptions& o) {
   std::string line;
   if (o.shell_command) {
@@ -97,19 +104,33 @@ bool is_ancestor(pid_t pid) {
   return false;
 }
 
-/// True when an enclosing `rlock run` of this process tree holds `name`:
-/// RLOCK_NAME/RLOCK_TOKEN say so, and the server confirms that the token
-/// holds the lock for a process that is our ancestor (a stale environment,
-/// say inherited by a daemon that outlived its run, does not count).
-Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& name) {
+/// The holds of the enclosing runs that are for `name`: from RLOCK_HELD (every
+/// enclosing run, outermost first) and RLOCK_NAME/RLOCK_TOKEN (the innermost).
+std::vector<supervise::HeldLock> enclosing_holds_of(const std::string& name) {
+  std::vector<supervise::HeldLock> holds;
+  if (const char* held = std::getenv("RLOCK_HELD"))
+    for (auto& h : supervise::parse_held(held))
+      if (h.name == name) holds.push_back(std::move(h));
   const char* env_name = std::getenv("RLOCK_NAME");
   const char* env_token = std::getenv("RLOCK_TOKEN");
-  if (!env_name || !env_token || name != env_name || !*env_token) return false;
+  if (env_name && env_token && *env_token && name == env_name)
+    holds.push_back({short_id(env_token), name});
+  return holds;
+}
+
+/// True when an enclosing `rlock run` of this process tree holds `name`, at
+/// any depth (A -> B -> A): RLOCK_HELD or RLOCK_NAME/RLOCK_TOKEN say so, and
+/// the server confirms that the holder with that id is one of our
+/// ancestors (a stale environment, say inherited by a daemon that outlived
+/// its run, does not count).
+Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& name) {
+  const auto holds = enclosing_holds_of(name);
+  if (holds.empty()) return false;
   auto view = client.status(name);
   if (!view) return std::unexpected(view.error());
-  const auto id = short_id(env_token);
   for (const auto& holder : view->holders)
-    if (holder.id == id && is_ancestor(static_cast<pid_t>(holder.who.pid))) return true;
+    for (const auto& h : holds)
+      if (holder.id == h.id && is_ancestor(static_cast<pid_t>(holder.who.pid))) return true;
   return false;
 }
 
@@ -137,6 +158,13 @@ struct Hold {
 /// What ends a run before the command starts: an exit status.
 using Early = int;
 
+/// What is left of `wait` (nullopt: forever) since `start`.
+std::optional<Millis> wait_left(std::optional<Millis> wait, Deadline start) {
+  if (!wait) return std::nullopt;
+  auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start);
+  return std::max(*wait - waited, Millis(0));
+}
+
 /// Takes the lock; Ctrl-C or a kill while waiting leaves the queue and
 /// exits 128+N. Returns with the forwarded signals blocked, so that none is
 /// lost (or kills us) before the supervisor reads them.
@@ -144,41 +172,58 @@ std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
                                      const LockPlan& plan, const Timing& timing,
                                      const sigset_t& ignored, sigset_t& original_mask) {
   const auto& name = plan.request.name;
-  std::optional<Result<lock::Grant>> grant;
-  Deadline before = Clock::now();
-  {
-    SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    supervise::keep_ignored(ignored);
-    grant = client.acquire(plan.request, plan.wait, context.progress(name), interrupt.fd());
-    original_mask = supervise::block_forwarded_signals(ignored);
-    context.finish_progress();
-    if (int sig = interrupt.received()) {
-      if (*grant) (void)client.release(name, (*grant)->token);
-      return std::unexpected(128 + sig);
+  const Deadline start = Clock::now();
+  SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  supervise::keep_ignored(ignored);
+  std::optional<Hold> hold;
+  std::optional<Error> failure;
+  while (!hold && !failure && !interrupt.received()) {
+    Deadline before = Clock::now();
+    auto grant = client.acquire(plan.request, wait_left(plan.wait, start), context.progress(name),
+                                interrupt.fd());
+    if (!grant) {
+      failure = grant.error();
+      break;
     }
+    Hold granted{*grant, Clock::now(), before};
+    // The lease began when the winning try was sent, somewhere in a wait
+    // that may have been long: then renew once now, so that the local
+    // deadline starts from a known send time instead of a pessimistic one.
+    if (granted.acquired - before > timing.renew_interval) {
+      auto sent = Clock::now();
+      auto renewed = client.renew(name, granted.grant.token, timing.ttl,
+                                  sent + client.options().command_timeout);
+      if (!renewed && renewed.error().code == Error::Code::not_owner) {
+        // The lease ran out between the grant and this renewal (a slow
+        // network right after the wait): nothing ran under it, so go back
+        // to waiting with what is left of -w, like any other waiter.
+        context.verbose(fmt::format(
+            "lock '{}' was lost before the command started; waiting for it again", name));
+        continue;
+      }
+      if (!renewed) {
+        (void)client.release(name, granted.grant.token);
+        failure = renewed.error();
+        break;
+      }
+      granted.confirmed = sent;
+    }
+    hold = granted;
   }
-  if (!*grant) {
-    if (grant->error().code == Error::Code::busy) {
-      context.report_busy(client, name, grant->error());
+  original_mask = supervise::block_forwarded_signals(ignored);
+  context.finish_progress();
+  if (int sig = interrupt.received()) {
+    if (hold) (void)client.release(name, hold->grant.token);
+    return std::unexpected(128 + sig);
+  }
+  if (failure) {
+    if (failure->code == Error::Code::busy) {
+      context.report_busy(client, name, *failure);
       return std::unexpected(plan.conflict_exit_code);
     }
-    return std::unexpected(report(grant->error()));
+    return std::unexpected(report(*failure));
   }
-  Hold hold{**grant, Clock::now(), before};
-  // The lease began when the winning try was sent, somewhere in a wait that
-  // may have been long: then renew once now, so that the local deadline
-  // starts from a known send time instead of a pessimistic one.
-  if (hold.acquired - before > timing.renew_interval) {
-    auto sent = Clock::now();
-    auto renewed =
-        client.renew(name, hold.grant.token, timing.ttl, sent + client.options().command_timeout);
-    if (!renewed) {
-      (void)client.release(name, hold.grant.token);
-      return std::unexpected(report(renewed.error()));
-    }
-    hold.confirmed = sent;
-  }
-  return hold;
+  return *hold;
 }
 
 /// After the command: --min-hold keeps the lock (it expires by itself at
@@ -244,6 +289,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                                             {name, hold.grant.token, hold.grant.fence});
   launch.mask = original_mask;
   launch.take_terminal = supervise::owns_terminal();
+  launch.kill_after = timing.kill_after;
+  launch.must_be_dead_by = supervise::must_be_dead_by(hold.confirmed, timing);
   auto child = supervise::Child::spawn(launch);
   if (!child || child->exec_errno()) {
     (*heartbeat)->stop();
@@ -256,8 +303,12 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   context.verbose(fmt::format("acquired lock '{}' (fence {}); running pid {}", name,
                               hold.grant.fence, child->pid()));
 
-  supervise::Supervisor supervisor(*child, **heartbeat, *signals, timing, hold.acquired);
+  supervise::Supervisor supervisor(*child, **heartbeat, *signals, timing, hold.acquired,
+                                   hold.confirmed);
   auto outcome = supervisor.run();
+  // The command is over: what is left of its group from here on (a job it
+  // left in the background) is not the guardian's to kill.
+  child->dismiss_guardian();
   // Joined before any release: no renewal of ours can follow it.
   (*heartbeat)->stop();
   if (outcome.loss) {
@@ -274,13 +325,14 @@ int run_command(Context& context, const RunOptions& o) {
   auto argv = command_argv(o);
   if (!argv) return report(argv.error());
   // status shows rlock itself as the holder: it is the process that keeps
-  // the lock alive, and the command line says what it runs.
-  auto plan = context.plan(o.lock, getpid(), command_line(o));
+  // the lock alive, and the program (or command line) says what it runs.
+  auto plan = context.plan(o.lock, getpid(), program_shown(*argv));
   if (!plan) return report(plan.error());
   auto timing = timing_of(o, plan->request.ttl);
   if (!timing) return report(timing.error());
   auto client = context.client();
   if (!client) return report(client.error());
+  if (context.show_command()) plan->request.who.command = command_line(o);
 
   auto nested = held_by_enclosing_run(*client, o.lock.name);
   if (!nested) return report(nested.error());

@@ -217,6 +217,8 @@ Result<Layer> read_config_file(const std::string& path) {
       if (!parsed) return bad(parsed.error().message);
       if (parsed->count() <= 0) return bad("must be greater than zero");
       layer.connect_timeout = value;
+    } else if (key == "show-command") {
+      ok = flag(layer.show_command);
     } else {
       return fail(Error::Code::config, fmt::format("{}: unknown key '{}'", where, key));
     }
@@ -279,6 +281,7 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     password = *p;
   }
   auto user = first_set(cli.user, file.user);
+  settings.show_command = first_set(cli.show_command, file.show_command).value_or(false);
 
   // --insecure turns verification off; a CA certificate asks for it. Both
   // at once is a contradiction, not a preference.

@@ -26,6 +26,7 @@ struct Layer {
   /// Where a config file set password-file, insecure and cacert: the
   /// `file:line` its errors name.
   std::string password_file_origin, insecure_origin;
+  std::optional<bool> show_command;  // store full command lines (not only program names)
 };
 
 /// The settings a command runs with.
@@ -33,6 +34,9 @@ struct Settings {
   std::vector<redis::ConnectOptions> servers;  // one, or several for quorum
   std::string prefix = "rlock:";
   std::vector<std::string> warnings;  // printed to stderr by the CLI
+  /// Holders and audit records carry the full command line, not only the
+  /// program name: every lock user can read them (--show-command).
+  bool show_command = false;
 };
 
 /// The environment variables rlock reads, in one table (see rlock(1)).

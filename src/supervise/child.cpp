@@ -1,29 +1,167 @@
 #include "supervise/child.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <utility>
-
-#include "supervise/fd.h"
 
 namespace rlock::supervise {
 
 namespace {
 
-/// The signal the command gets when rlock dies (even by SIGKILL): the
-/// polite one, like the lock-loss path, so it can clean up; its lock then
-/// expires by its TTL.
-constexpr int k_parent_death_signal = SIGTERM;
+/// What the command is sent first when rlock dies: the polite signal, like
+/// the lock-loss path, so it can clean up.
+constexpr int k_wrapper_death_signal = SIGTERM;
 
-/// Exit status of a child whose parent died before it could ask for the
-/// parent-death signal: as if that signal had killed it.
-constexpr int k_orphan_status = 128 + k_parent_death_signal;
+/// Exit status of a child whose parent died before it could exec: as if
+/// the guardian's SIGTERM had killed it.
+constexpr int k_orphan_status = 128 + k_wrapper_death_signal;
+
+/// execvp's search path when PATH is unset (glibc's _CS_PATH).
+constexpr std::string_view k_default_path = "/bin:/usr/bin";
+
+/// How the command is run when execve says ENOEXEC (a script without a #!
+/// line): by the POSIX shell, as execvp and every shell do.
+constexpr const char* k_shell = "/bin/sh";
+
+/// While terminating, the guardian checks this often whether the group is
+/// gone, so that it never signals a process group id the kernel has since
+/// handed to someone else (a pid is reused only after its whole group is
+/// gone and reaped).
+constexpr std::int64_t k_guard_poll_ns = 20'000'000;
+
+// --- the guardian's messages -----------------------------------------------
+// Fixed 8-byte messages through a pipe (a write of 8 bytes is atomic):
+//   -PGID  the command's process group (written by the command itself,
+//          before it execs, so it arrives even when rlock dies right after
+//          fork)
+//   T > 0  the command must be dead by CLOCK_MONOTONIC T nanoseconds
+// Both ends are non-blocking: rlock never waits on a guardian that is
+// stopped (a lost deadline only makes it act sooner, never later).
+using Message = std::int64_t;
+
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// steady_clock is CLOCK_MONOTONIC in libstdc++: its time points are
+/// meaningful in the guardian, another process on the same machine.
+Message deadline_message(Deadline d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d.time_since_epoch()).count();
+}
+
+void sleep_ns(std::int64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+bool group_alive(pid_t pgid) {
+  return killpg(pgid, 0) == 0 || errno == EPERM;
+}
+
+/// SIGTERM to the group, then SIGKILL at `kill_at` unless it is gone first.
+[[noreturn]] void terminate_group(pid_t pgid, std::int64_t kill_at) {
+  if (pgid <= 0) _exit(0);
+  killpg(pgid, k_wrapper_death_signal);
+  for (std::int64_t now = monotonic_ns(); now < kill_at; now = monotonic_ns()) {
+    if (!group_alive(pgid)) _exit(0);
+    sleep_ns(std::min(k_guard_poll_ns, kill_at - now));
+  }
+  killpg(pgid, SIGKILL);
+  _exit(0);
+}
+
+/// Leaves the guardian holding nothing of rlock's but the pipe it reads
+/// (returned, moved above stdio if need be): no terminal (stdio on
+/// /dev/null, so that `$(rlock run …)` and a pipeline end when rlock ends),
+/// no Redis connection, no signalfd.
+int close_all_but(int keep) {
+  if (keep <= STDERR_FILENO) keep = fcntl(keep, F_DUPFD, STDERR_FILENO + 1);
+  int null = open("/dev/null", O_RDWR);
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) {
+    if (null >= 0 && null != fd) {
+      dup2(null, fd);
+    } else if (null < 0) {
+      close(fd);
+    }
+  }
+  const unsigned first = STDERR_FILENO + 1;
+  if (static_cast<unsigned>(keep) > first) close_range(first, static_cast<unsigned>(keep) - 1, 0);
+  close_range(static_cast<unsigned>(keep) + 1, ~0U, 0);
+  return keep;
+}
+
+/// The guardian's whole life, in the forked copy of a threaded process: only
+/// async-signal-safe calls, no allocation.
+[[noreturn]] void guard(int pipe_read, std::int64_t kill_after_ns, std::int64_t kill_by) {
+  prctl(PR_SET_NAME, "rlock-guard");
+  // Its own group: a Ctrl-C, a `kill -- -PGID` meant for rlock's group or a
+  // SIGKILL of the command's group must not take the guardian with it, and
+  // a group of the session that is not the terminal's foreground is no job
+  // of the shell's. Every signal but SIGKILL/SIGSTOP is blocked: its only
+  // way out is rlock's word or rlock's death.
+  setpgid(0, 0);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  pipe_read = close_all_but(pipe_read);
+
+  pid_t pgid = 0;
+  unsigned char buffer[64 * sizeof(Message)];
+  size_t held = 0;
+  for (;;) {
+    int timeout = -1;
+    if (kill_by > 0 && pgid > 0) {
+      std::int64_t left = kill_by - monotonic_ns();
+      timeout = left <= 0 ? 0 : static_cast<int>((left + 999'999) / 1'000'000);
+    }
+    pollfd p{pipe_read, POLLIN, 0};
+    int n = poll(&p, 1, timeout);
+    if (n == 0) {
+      // rlock is alive but did not move the deadline on: it is stopped or
+      // stuck, and the lease may be ending. The command must be dead now.
+      if (monotonic_ns() >= kill_by) {
+        killpg(pgid, SIGKILL);
+        kill_by = 0;
+      }
+      continue;
+    }
+    if (n < 0) continue;  // EINTR cannot happen with every signal blocked
+    ssize_t got = read(pipe_read, buffer + held, sizeof buffer - held);
+    if (got < 0) continue;  // EAGAIN: nothing after all
+    if (got == 0) {
+      // rlock is gone without dismissing us: it died.
+      std::int64_t kill_at = monotonic_ns() + kill_after_ns;
+      if (kill_by > 0 && kill_by < kill_at) kill_at = kill_by;
+      terminate_group(pgid, kill_at);
+    }
+    held += static_cast<size_t>(got);
+    size_t used = 0;
+    for (; held - used >= sizeof(Message); used += sizeof(Message)) {
+      Message m;
+      std::memcpy(&m, buffer + used, sizeof m);
+      if (m < 0) {
+        pgid = static_cast<pid_t>(-m);
+      } else {
+        kill_by = m;
+      }
+    }
+    std::memmove(buffer, buffer + used, held - used);
+    held -= used;
+  }
+}
 
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -33,25 +171,54 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   return out;
 }
 
+/// Everything the forked child needs, built before fork.
+struct Exec {
+  const char* path;
+  char* const* argv;
+  char* const* sh_argv;  // k_shell, path, argv[1...]: for ENOEXEC
+  char* const* envp;
+  const sigset_t* mask;
+  pid_t parent;
+  int report_fd;
+  int guardian_fd;
+  bool take_terminal;
+};
+
 /// Runs in the forked child: only async-signal-safe calls until exec.
-[[noreturn]] void exec_child(const Launch& launch, char* const* argv, char* const* envp,
-                             pid_t parent, int report_fd, bool take_terminal) {
+[[noreturn]] void exec_child(const Exec& e) {
   setpgid(0, 0);
+  // Tell the guardian which group to watch, before anything can go wrong.
+  Message group = -static_cast<Message>(getpid());
+  [[maybe_unused]] auto w = write(e.guardian_fd, &group, sizeof group);
   // SIGTTOU is still blocked (inherited), so taking the terminal from a
   // background group does not stop us.
-  if (take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
-  prctl(PR_SET_PDEATHSIG, k_parent_death_signal);
-  // The parent may have died between fork and prctl: then no signal will
-  // ever come, so do not start the command at all.
-  if (getppid() != parent) _exit(k_orphan_status);
+  if (e.take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
+  // The parent may have died since fork: then do not start the command at
+  // all (the guardian's SIGTERM may come before or after this check).
+  if (getppid() != e.parent) _exit(k_orphan_status);
   // rlock ignores SIGPIPE for itself; an ignored disposition would survive
   // exec and break pipelines in the command (`yes | head`).
   signal(SIGPIPE, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &launch.mask, nullptr);
-  execvpe(argv[0], argv, envp);
+  sigprocmask(SIG_SETMASK, e.mask, nullptr);
+  execve(e.path, e.argv, e.envp);
+  if (errno == ENOEXEC) execve(k_shell, e.sh_argv, e.envp);
   int err = errno;
-  [[maybe_unused]] auto n = write(report_fd, &err, sizeof err);
+  [[maybe_unused]] auto n = write(e.report_fd, &err, sizeof err);
   _exit(exec_failure_status(err));
+}
+
+std::string_view path_of(const std::vector<std::string>& env) {
+  for (const auto& entry : env)
+    if (entry.starts_with("PATH=")) return std::string_view(entry).substr(5);
+  return k_default_path;
+}
+
+/// Best effort: a full pipe (a stopped guardian) loses the message.
+void write_message(int fd, Message m) {
+  ssize_t n;
+  do {
+    n = write(fd, &m, sizeof m);
+  } while (n < 0 && errno == EINTR);
 }
 
 }  // namespace
@@ -69,27 +236,90 @@ bool owns_terminal() {
   return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
 }
 
+std::expected<std::string, int> resolve_command(const std::string& name, std::string_view path) {
+  if (name.empty()) return std::unexpected(ENOENT);
+  if (name.find('/') != std::string::npos) return name;
+  bool denied = false;
+  for (std::string_view rest = path;;) {
+    auto colon = rest.find(':');
+    auto dir = rest.substr(0, colon);
+    std::string candidate = dir.empty() ? name : std::string(dir) + "/" + name;
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+      denied = true;
+    }
+    if (colon == std::string_view::npos) break;
+    rest = rest.substr(colon + 1);
+  }
+  return std::unexpected(denied ? EACCES : ENOENT);
+}
+
 Result<Child> Child::spawn(const Launch& launch) {
   if (launch.argv.empty()) return fail(Error::Code::usage, "no command to run");
+  auto path = resolve_command(launch.argv[0], path_of(launch.env));
+  if (!path) {
+    Child child(-1, false);
+    child.m_exec_errno = path.error();
+    child.m_wait_status = exec_failure_status(path.error()) << 8;
+    return child;
+  }
   // Everything the child needs is built before fork: after it, in a
   // threaded process, only async-signal-safe calls are allowed.
   auto argv = c_strings(launch.argv);
+  std::vector<std::string> sh_args = launch.argv;
+  sh_args.insert(sh_args.begin(), k_shell);
+  sh_args[1] = *path;
+  auto sh_argv = c_strings(sh_args);
   auto envp = c_strings(launch.env);
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
-    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
-  Fd report_read(fds[0]), report_write(fds[1]);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t parent = getpid();
+
+  // The guardian first, so that it exists before the command does.
+  int guard_fds[2];
+  if (pipe2(guard_fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
+  Fd guard_read(guard_fds[0]), guard_write(guard_fds[1]);
+  const std::int64_t kill_after_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(launch.kill_after).count();
+  const Message first_deadline =
+      launch.must_be_dead_by ? deadline_message(*launch.must_be_dead_by) : 0;
+  pid_t guardian = fork();
+  if (guardian < 0)
+    return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
+  if (guardian == 0) guard(guard_read.get(), kill_after_ns, first_deadline);
+  guard_read.reset();
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    int err = errno;
+    Child unstarted(-1, false);
+    unstarted.m_guardian_pid = guardian;
+    unstarted.m_guardian_pipe = std::move(guard_write);
+    unstarted.m_wait_status = 0;
+    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(err));
+  }
+  Fd report_read(fds[0]), report_write(fds[1]);
+  const Exec exec{path->c_str(),      argv.data(),       sh_argv.data(),
+                  envp.data(),        &launch.mask,      parent,
+                  report_write.get(), guard_write.get(), launch.take_terminal};
   pid_t pid = fork();
-  if (pid < 0) return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
-  if (pid == 0)
-    exec_child(launch, argv.data(), envp.data(), parent, report_write.get(), launch.take_terminal);
+  if (pid < 0) {
+    int err = errno;
+    Child unstarted(-1, false);
+    unstarted.m_guardian_pid = guardian;
+    unstarted.m_guardian_pipe = std::move(guard_write);
+    unstarted.m_wait_status = 0;
+    return fail(Error::Code::internal, std::string("fork: ") + std::strerror(err));
+  }
+  if (pid == 0) exec_child(exec);
   // Also set in the parent, so that signal_group() works even before the
   // child has run (a shell does the same); EACCES after its exec is fine.
   setpgid(pid, pid);
   report_write.reset();
   Child child(pid, launch.take_terminal);
+  child.m_guardian_pid = guardian;
+  child.m_guardian_pipe = std::move(guard_write);
   int err = 0;
   ssize_t n;
   do {
@@ -102,6 +332,7 @@ Result<Child> Child::spawn(const Launch& launch) {
     }
     child.m_wait_status = status;
     child.restore_terminal();
+    child.dismiss_guardian();
   }
   return child;
 }
@@ -110,17 +341,21 @@ Child::Child(Child&& other) noexcept
     : m_pid(std::exchange(other.m_pid, -1)),
       m_took_terminal(std::exchange(other.m_took_terminal, false)),
       m_exec_errno(other.m_exec_errno),
-      m_wait_status(other.m_wait_status) {}
+      m_wait_status(other.m_wait_status),
+      m_guardian_pid(std::exchange(other.m_guardian_pid, -1)),
+      m_guardian_pipe(std::move(other.m_guardian_pipe)) {}
 
 Child::~Child() {
-  if (m_pid <= 0 || m_wait_status) return;
-  // Only reached on an unexpected path (an exception): never leave the
-  // command running without its lock.
-  signal_group(SIGKILL);
-  int status = 0;
-  while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+  if (m_pid > 0 && !m_wait_status) {
+    // Only reached on an unexpected path (an exception): never leave the
+    // command running without its lock.
+    signal_group(SIGKILL);
+    int status = 0;
+    while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    restore_terminal();
   }
-  restore_terminal();
+  dismiss_guardian();
 }
 
 std::optional<int> Child::poll_exit() {
@@ -133,6 +368,11 @@ std::optional<int> Child::poll_exit() {
     if (r == m_pid) {
       m_wait_status = status;
       restore_terminal();
+    } else if (r == m_guardian_pid) {
+      // Killed by someone: nothing to dismiss any more, and its pid must
+      // not be waited for again (it may be reused).
+      m_guardian_pid = -1;
+      m_guardian_pipe.reset();
     }
   }
   return m_wait_status;
@@ -150,6 +390,23 @@ void Child::restore_terminal() {
   if (!m_took_terminal) return;
   m_took_terminal = false;
   tcsetpgrp(STDIN_FILENO, getpgrp());
+}
+
+void Child::guard_until(Deadline must_be_dead_by) {
+  if (m_guardian_pipe) write_message(m_guardian_pipe.get(), deadline_message(must_be_dead_by));
+}
+
+void Child::dismiss_guardian() {
+  if (m_guardian_pid <= 0) return;
+  // SIGKILL: it holds nothing to clean up, and it must be gone before the
+  // pipe closes (which it would read as rlock's death); SIGKILL also ends
+  // a guardian someone stopped, so waitpid cannot hang.
+  kill(m_guardian_pid, SIGKILL);
+  m_guardian_pipe.reset();
+  int status = 0;
+  while (waitpid(m_guardian_pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  m_guardian_pid = -1;
 }
 
 }  // namespace rlock::supervise

@@ -1,29 +1,48 @@
 #pragma once
 /// The supervised command: started in its own process group with the
-/// caller's stdin/stdout/stderr, killed with the wrapper (parent-death
-/// signal), and never left behind: a Child that is destroyed while its
-/// command still runs kills the whole group and reaps it.
-
+/// caller's stdin/stdout/stderr, watched by a guardian process, and never
+/// left behind: a Child that is destroyed while its command still runs kills
+/// the whole group and reaps it.
+///
+/// The guardian is a small forked copy of rlock (shown as `rlock-guard`) in a
+/// process group of its own, holding no terminal, no Redis connection and no
+/// other descriptor than the read end of a pipe that only rlock writes to.
+/// When rlock dies, even by SIGKILL, the pipe reaches end-of-file and the
+/// guardian sends SIGTERM to the command's whole process group, SIGKILL after
+/// --kill-after (earlier if the lease would end first), and exits. It also
+/// sends SIGKILL by itself when rlock is alive but stuck (stopped, say) past
+/// the last deadline rlock gave it. When the command ends normally, rlock
+/// dismisses it. A process that leaves the group (setsid, setpgid) escapes
+/// it, as it escapes every process-group signal.
 #include <signal.h>
 #include <sys/types.h>
 
+#include <expected>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "supervise/fd.h"
+#include "util/duration.h"
 #include "util/error.h"
 
 namespace rlock::supervise {
 
 /// What to run and how.
 struct Launch {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH
+  std::vector<std::string> argv;  // argv[0] is looked up in the PATH of env
   std::vector<std::string> env;   // "NAME=VALUE"
   sigset_t mask{};                // the signal mask the command starts with
   /// Make the command's group the terminal's foreground group (stdin is a
   /// terminal and rlock is in the foreground), as a shell would: otherwise
   /// a command reading the terminal would be stopped by SIGTTIN.
   bool take_terminal = false;
+  /// For the guardian: the grace between its SIGTERM and SIGKILL after
+  /// rlock died, and the first point by which the command must be dead
+  /// (none: the guardian acts only when rlock dies).
+  Millis kill_after{5000};
+  std::optional<Deadline> must_be_dead_by;
 };
 
 /// Exit status of a command that could not be executed (as in sh(1)).
@@ -40,15 +59,23 @@ int exit_status_of(int wait_status);
 /// True when stdin is a terminal whose foreground group is ours.
 bool owns_terminal();
 
+/// What execvp would run for `name`, found before fork (execvp itself is not
+/// async-signal-safe): `name` itself when it contains a slash, else the first
+/// executable regular file `DIR/name` for DIR in `path` (an empty entry is
+/// the current directory). The error is the errno execvp would report:
+/// EACCES when only non-executable candidates exist, else ENOENT.
+std::expected<std::string, int> resolve_command(const std::string& name, std::string_view path);
+
 class Child {
  public:
   /// Makes rlock the subreaper of the command's descendants (a grandchild
   /// whose parent exits is reparented to us, not to init, and reaped by
   /// poll_exit), so that a terminated group really is empty once they are
   /// dead, even under an init that never reaps (a container's pid 1).
-  /// Then forks and execs. The exec's errno travels back through a close-on-exec
-  /// pipe: a failed exec gives a Child that has already exited with
-  /// exec_errno() set.
+  /// Then starts the guardian, forks and execs. The exec's errno travels
+  /// back through a close-on-exec pipe: a failed exec (or a command not
+  /// found in PATH) gives a Child that has already exited with exec_errno()
+  /// set.
   static Result<Child> spawn(const Launch& launch);
 
   Child(Child&& other) noexcept;
@@ -70,12 +97,24 @@ class Child {
   /// Gives the terminal back to rlock's group if the command had it.
   void restore_terminal();
 
+  /// Tells the guardian the new point by which the command must be dead
+  /// (after a confirmed renewal): it SIGKILLs the group then if rlock has
+  /// not moved the point on by then.
+  void guard_until(Deadline must_be_dead_by);
+  /// The command is over: the guardian exits without touching the group,
+  /// and is reaped. Idempotent; also done on destruction.
+  void dismiss_guardian();
+  /// The guardian's pid while it runs (-1 once dismissed or gone).
+  pid_t guardian_pid() const { return m_guardian_pid; }
+
  private:
   Child(pid_t pid, bool took_terminal) : m_pid(pid), m_took_terminal(took_terminal) {}
   pid_t m_pid = -1;
   bool m_took_terminal = false;
   int m_exec_errno = 0;
   std::optional<int> m_wait_status;
+  pid_t m_guardian_pid = -1;
+  Fd m_guardian_pipe;  // write end; the guardian holds the only read end
 };
 
 }  // namespace rlock::supervise

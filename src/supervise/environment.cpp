@@ -1,8 +1,10 @@
 #include "supervise/environment.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "redis/url.h"
+#include "util/token.h"
 
 extern char** environ;
 
@@ -18,11 +20,76 @@ bool is_one_of(std::string_view name, auto const& names) {
   return std::find(std::begin(names), std::end(names), name) != std::end(names);
 }
 
+constexpr std::string_view k_held_variable = "RLOCK_HELD";
+
 bool is_hold_variable(std::string_view name) {
-  return name == "RLOCK_NAME" || name == "RLOCK_TOKEN" || name == "RLOCK_FENCE";
+  return name == "RLOCK_NAME" || name == "RLOCK_TOKEN" || name == "RLOCK_FENCE" ||
+         name == k_held_variable;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// `%` and `,` as %25 and %2C: the list separator never occurs in a name.
+std::string encode_name(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == ',') {
+      out += "%2C";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> decode_name(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
 }
 
 }  // namespace
+
+std::string format_held(const std::vector<HeldLock>& held) {
+  std::string out;
+  for (const auto& h : held) {
+    if (!out.empty()) out += ',';
+    out += h.id + ":" + encode_name(h.name);
+  }
+  return out;
+}
+
+std::vector<HeldLock> parse_held(std::string_view value) {
+  std::vector<HeldLock> out;
+  for (std::string_view rest = value; !rest.empty();) {
+    auto comma = rest.find(',');
+    auto entry = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    auto colon = entry.find(':');
+    if (colon == 0 || colon == std::string_view::npos) continue;
+    auto name = decode_name(entry.substr(colon + 1));
+    if (!name || name->empty()) continue;
+    out.push_back({std::string(entry.substr(0, colon)), std::move(*name)});
+  }
+  return out;
+}
 
 std::string without_passwords(std::string_view list) {
   std::string out;
@@ -44,9 +111,11 @@ std::string without_passwords(std::string_view list) {
 std::vector<std::string> child_environment(const std::vector<std::string>& parent,
                                            const HoldInfo& hold) {
   std::vector<std::string> env;
-  env.reserve(parent.size() + 3);
+  env.reserve(parent.size() + 4);
+  std::vector<HeldLock> held;
   for (const auto& entry : parent) {
     auto name = name_of(entry);
+    if (name == k_held_variable) held = parse_held(std::string_view(entry).substr(name.size() + 1));
     if (is_one_of(name, k_secret_variables) || is_hold_variable(name)) continue;
     if (is_one_of(name, k_url_variables)) {
       auto cleaned = without_passwords(std::string_view(entry).substr(name.size() + 1));
@@ -58,6 +127,8 @@ std::vector<std::string> child_environment(const std::vector<std::string>& paren
   env.push_back("RLOCK_NAME=" + hold.name);
   env.push_back("RLOCK_TOKEN=" + hold.token);
   env.push_back("RLOCK_FENCE=" + std::to_string(hold.fence));
+  held.push_back({short_id(hold.token), hold.name});
+  env.push_back(std::string(k_held_variable) + "=" + format_held(held));
   return env;
 }
 

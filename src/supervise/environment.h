@@ -1,6 +1,13 @@
 #pragma once
 /// The environment of the supervised command: the caller's, plus what the
 /// command may use to identify its hold, minus every secret rlock was given.
+///
+/// RLOCK_NAME, RLOCK_TOKEN and RLOCK_FENCE describe the innermost hold.
+/// RLOCK_HELD lists every hold of the enclosing runs, outermost first, this
+/// one last: `ID:NAME,ID:NAME,...`, ID being the holder's short id (as
+/// status shows it, never the token) and NAME the lock name with `%` and `,`
+/// percent-encoded. A nested `rlock run` of any of them runs its command at
+/// once instead of waiting for itself (A -> B -> A).
 
 #include <cstdint>
 #include <string>
@@ -24,12 +31,27 @@ inline constexpr std::string_view k_secret_variables[] = {"RLOCK_PASSWORD", "RED
 /// default one.
 inline constexpr std::string_view k_url_variables[] = {"RLOCK_URL", "REDIS_URL"};
 
+/// One entry of RLOCK_HELD.
+struct HeldLock {
+  std::string id;  // short_id() of the holder's token
+  std::string name;
+  bool operator==(const HeldLock&) const = default;
+};
+
+/// RLOCK_HELD's value for `held`.
+std::string format_held(const std::vector<HeldLock>& held);
+
+/// The entries of an RLOCK_HELD value; malformed entries are skipped (the
+/// variable is only a hint: every entry is checked with the server).
+std::vector<HeldLock> parse_held(std::string_view value);
+
 /// A comma-separated URL list with every password removed; empty when an
 /// entry cannot be parsed and might hide one (the variable is then dropped).
 std::string without_passwords(std::string_view url_list);
 
-/// `parent` ("NAME=VALUE" entries) with secrets removed and RLOCK_NAME,
-/// RLOCK_TOKEN and RLOCK_FENCE set (replacing any inherited ones).
+/// `parent` ("NAME=VALUE" entries) with secrets removed, RLOCK_NAME,
+/// RLOCK_TOKEN and RLOCK_FENCE set (replacing any inherited ones), and this
+/// hold appended to the inherited RLOCK_HELD.
 std::vector<std::string> child_environment(const std::vector<std::string>& parent,
                                            const HoldInfo& hold);
 

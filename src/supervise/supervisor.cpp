@@ -22,17 +22,24 @@ constexpr Millis k_reap_grace{1000};
 }  // namespace
 
 Supervisor::Supervisor(Child& child, Heartbeat& heartbeat, SignalFd& signals, const Timing& timing,
-                       Deadline acquired)
+                       Deadline acquired, Deadline confirmed)
     : m_child(child),
       m_heartbeat(heartbeat),
       m_signals(signals),
       m_timing(timing),
-      m_max_hold_end(max_hold_end(acquired, timing)) {}
+      m_max_hold_end(max_hold_end(acquired, timing)) {
+  m_beat.confirmed = confirmed;
+}
 
 Outcome Supervisor::run() {
   for (;;) {
     auto now = Clock::now();
-    m_beat = m_heartbeat.beat();
+    auto beat = m_heartbeat.beat();
+    // The guardian kills the group by itself when rlock dies or hangs past
+    // the point it last heard of: move that point on with every renewal.
+    if (beat.confirmed != m_beat.confirmed && !m_outcome.loss)
+      m_child.guard_until(must_be_dead_by(beat.confirmed, m_timing));
+    m_beat = std::move(beat);
     m_wait_status = m_child.poll_exit();
     check_lease(now);
     if (m_kill_at && !m_killed_at && now >= *m_kill_at) {

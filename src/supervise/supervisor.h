@@ -36,8 +36,10 @@ struct Outcome {
 
 class Supervisor {
  public:
+  /// `confirmed`: the send time of the acquire or renewal the command
+  /// starts under (the child's guardian was given its deadline already).
   Supervisor(Child& child, Heartbeat& heartbeat, SignalFd& signals, const Timing& timing,
-             Deadline acquired);
+             Deadline acquired, Deadline confirmed);
   /// Returns once the command has exited and, when it was being terminated,
   /// its whole process group is gone (or was SIGKILLed).
   Outcome run();

@@ -19,6 +19,20 @@ std::string process_command(pid_t pid) {
   return raw;
 }
 
+std::string process_name(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/comm", pid));
+  std::string comm;
+  std::getline(in, comm);
+  return comm;
+}
+
+std::string program_name(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  auto slash = path.rfind('/');
+  if (slash != std::string_view::npos && slash + 1 < path.size()) path.remove_prefix(slash + 1);
+  return std::string(path);
+}
+
 pid_t parent_of(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 
 namespace rlock {
 
@@ -12,6 +13,9 @@ std::atomic<int> g_write_fd{-1};
 std::atomic<int> g_first_signal{0};
 
 void on_signal(int sig) {
+  // The interrupted code may be about to read errno: write(2) below must
+  // not change it under its feet.
+  const int saved_errno = errno;
   int expected = 0;
   g_first_signal.compare_exchange_strong(expected, sig);
   int fd = g_write_fd.load();
@@ -20,6 +24,7 @@ void on_signal(int sig) {
     // Async-signal-safe; a full pipe already says "interrupted".
     [[maybe_unused]] auto n = write(fd, &byte, 1);
   }
+  errno = saved_errno;
 }
 }  // namespace
 

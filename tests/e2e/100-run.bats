@@ -228,8 +228,14 @@ wait_held() {
 
 # --- status -------------------------------------------------------------------------------
 
-@test "run: status shows the running command line" {
+@test "run: status shows the running program, and the command line with --show-command" {
   rl_bg holder run shown -- sleep 2.5
+  wait_held shown
+  rl 0 status shown
+  assert_output --partial "sleep"
+  refute_output --partial "sleep 2.5"
+  rl_wait holder 0
+  rl_bg holder --show-command run shown -- sleep 2.5
   wait_held shown
   rl 0 status shown
   assert_output --partial "sleep 2.5"

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "util/token.h"
+
 namespace rlock::supervise {
 namespace {
 
@@ -29,9 +31,38 @@ TEST(ChildEnvironment, AddsNameTokenAndFence) {
 
 TEST(ChildEnvironment, ReplacesInheritedHoldVariables) {
   auto env = child_environment({"RLOCK_NAME=outer", "RLOCK_TOKEN=old", "RLOCK_FENCE=1"}, k_hold);
-  EXPECT_EQ(env.size(), 3u);
+  EXPECT_EQ(env.size(), 4u);
   EXPECT_FALSE(has(env, "RLOCK_NAME=outer"));
   EXPECT_TRUE(has(env, "RLOCK_FENCE=42"));
+}
+
+TEST(ChildEnvironment, HeldListsThisHoldByShortIdNeverByToken) {
+  auto env = child_environment({"PATH=/bin"}, k_hold);
+  EXPECT_TRUE(has(env, "RLOCK_HELD=" + short_id(k_hold.token) + ":deploy"));
+  for (const auto& e : env) {
+    if (e.starts_with("RLOCK_HELD=")) {
+      EXPECT_EQ(e.find(k_hold.token), std::string::npos);
+    }
+  }
+}
+
+TEST(ChildEnvironment, HeldKeepsTheEnclosingHoldsOutermostFirst) {
+  auto env = child_environment({"RLOCK_HELD=aaaaaaaa:outer,bbbbbbbb:middle"}, k_hold);
+  EXPECT_TRUE(
+      has(env, "RLOCK_HELD=aaaaaaaa:outer,bbbbbbbb:middle," + short_id(k_hold.token) + ":deploy"));
+}
+
+TEST(HeldLocks, NamesWithCommasAndPercentsRoundTrip) {
+  std::vector<HeldLock> held{{"aaaaaaaa", "a,b"}, {"bbbbbbbb", "100%"}, {"cccccccc", "x:y"}};
+  EXPECT_EQ(format_held(held), "aaaaaaaa:a%2Cb,bbbbbbbb:100%25,cccccccc:x:y");
+  EXPECT_EQ(parse_held(format_held(held)), held);
+}
+
+TEST(HeldLocks, MalformedEntriesAreSkipped) {
+  auto held = parse_held(",nocolon,:noid,aaaaaaaa:,bbbbbbbb:bad%zz,cccccccc:ok,dddddddd:cut%2");
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0], (HeldLock{"cccccccc", "ok"}));
+  EXPECT_TRUE(parse_held("").empty());
 }
 
 TEST(ChildEnvironment, DropsPasswords) {

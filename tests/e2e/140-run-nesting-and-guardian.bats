@@ -1,0 +1,128 @@
+#!/usr/bin/env bats
+# rlock run inside rlock run at any depth (RLOCK_HELD), the guardian that
+# kills the command's whole process group when rlock itself is SIGKILLed,
+# and the dumpability of rlock (never) and of the command (as usual).
+
+load helpers
+
+setup() {
+  rcli FLUSHALL >/dev/null
+  M="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  kill_bg_pids
+  if [[ -s "$M/grandchild" ]]; then kill -KILL "$(cat "$M/grandchild")" 2>/dev/null || true; fi
+}
+
+# gone PID: true when PID is no running process (absent, or a zombie).
+gone() {
+  ! kill -0 "$1" 2>/dev/null || [[ "$(ps -o stat= -p "$1" 2>/dev/null)" == Z* ]]
+}
+
+# --- nesting ------------------------------------------------------------------
+
+@test "run: A -> B -> A runs the innermost command instead of deadlocking" {
+  rl 0 run outer-a -- "$RLOCK" run inner-b -- "$RLOCK" run outer-a -w 3s -- echo hi
+  assert_output hi
+  rl 1 status outer-a
+  rl 1 status inner-b
+}
+
+@test "run: RLOCK_HELD lists every enclosing hold by short id, RLOCK_NAME is the innermost" {
+  rl 0 run 'a,b%' -- "$RLOCK" run inner -- sh -c 'echo "$RLOCK_NAME"; echo "$RLOCK_HELD"'
+  assert_line -n 0 inner
+  assert_line -n 1 --regexp '^[0-9a-f]{8}:a%2Cb%25,[0-9a-f]{8}:inner$'
+  # Ids, not tokens.
+  refute_line -n 1 --regexp '[0-9a-f]{32}'
+}
+
+@test "run: an inherited RLOCK_HELD entry that holds nothing does not skip the lock" {
+  RLOCK_HELD=ffffffff:stale rl 0 run stale -- sh -c \
+    'echo "$RLOCK_HELD"; "$0" status stale >/dev/null && echo held' "$RLOCK"
+  assert_line -n 0 --regexp '^ffffffff:stale,[0-9a-f]{8}:stale$'
+  assert_line -n 1 held
+}
+
+# --- the guardian -----------------------------------------------------------------
+
+# start_orphan NAME SCRIPT OPTIONS...: `rlock run -t 2s NAME OPTIONS -- sh -c
+# SCRIPT $M/grandchild` in the background; SCRIPT must write its background
+# job's pid to "$0". Waits until it has.
+start_orphan() {
+  local name="$1" script="$2"
+  shift 2
+  bg_rlock job run -t 2s "$name" "$@" -- sh -c "$script" "$M/grandchild"
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$M/grandchild" ]] && return 0
+    sleep 0.05
+  done
+  fail "the command did not start its background job"
+}
+
+# acquire_after_kill NAME: SIGKILLs rlock (unless already done), then takes
+# NAME as soon as the lease allows; fails unless the grandchild is dead by
+# then.
+acquire_after_kill() {
+  local grandchild i
+  grandchild="$(cat "$M/grandchild")"
+  kill -KILL "$(cat "$M/job.pid")" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    if "$RLOCK" acquire -n -t 5s "$1" >/dev/null 2>&1; then
+      gone "$grandchild" || fail "the grandchild still runs after the lock was taken again"
+      bg_wait job 137 5
+      return 0
+    fi
+    sleep 0.05
+  done
+  fail "the lock did not become free after its TTL"
+}
+
+@test "run: kill -9 of rlock kills the command's grandchild before the lock is free again" {
+  start_orphan orphan 'sleep 30 & echo $! >"$0"; wait'
+  acquire_after_kill orphan
+}
+
+@test "run: kill -9 of rlock: a grandchild ignoring SIGTERM gets SIGKILL after --kill-after" {
+  local grandchild
+  start_orphan stubborn "trap '' TERM; sleep 30 & echo \$! >\"\$0\"; wait" --kill-after 1s
+  grandchild="$(cat "$M/grandchild")"
+  kill -KILL "$(cat "$M/job.pid")"
+  # SIGTERM went out at once, and is ignored; SIGKILL comes after 1s.
+  sleep 0.3
+  if gone "$grandchild"; then fail "killed before --kill-after was over"; fi
+  acquire_after_kill stubborn
+}
+
+@test "run: the guardian holds no terminal, socket or lock, and leaves with the run" {
+  # From inside the command: rlock's other child is the guardian.
+  # Its stdio is /dev/null: a `$(rlock run ...)` or a pipeline never waits
+  # for it, and it cannot read or write the terminal.
+  rl 0 run guarded -- sh -c \
+    'g=$(pgrep -x -P $PPID rlock-guard) && echo "$g" && readlink /proc/$g/fd/0 /proc/$g/fd/1 \
+      /proc/$g/fd/2 && ls -l /proc/$g/fd | grep -c socket:; true'
+  local guardian="${lines[0]:-}"
+  assert_regex "$guardian" '^[0-9]+$'
+  assert_line -n 1 /dev/null
+  assert_line -n 2 /dev/null
+  assert_line -n 3 /dev/null
+  assert_line -n 4 0
+  gone "$guardian" || fail "the guardian is still there after the run"
+  ! kill -0 "$guardian" 2>/dev/null || fail "the guardian was left as a zombie"
+}
+
+# --- core dumps ------------------------------------------------------------------------
+
+@test "run: rlock is not dumpable, the command it runs is" {
+  command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+  # As an unprivileged user, /proc/PID of a non-dumpable process belongs to
+  # root; prctl(PR_GET_DUMPABLE) is 3.
+  run --separate-stderr timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$RLOCK" run dumpable -- sh -c \
+    'stat -c %u /proc/$PPID/environ; "$0" -c "import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"' \
+    "$PYTHON"
+  assert_success
+  assert_line -n 0 0
+  assert_line -n 1 1
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bats
+# What is stored in Redis about a command (and shown by status to every lock
+# user): the program name only, unless --show-command (or the config key
+# show-command) asks for the full command line, which may hold secrets.
+
+load helpers
+
+setup() {
+  rcli FLUSHALL >/dev/null
+  M="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  kill_bg_pids
+}
+
+# redis_mentions TEXT: prints every key of the server (db 0) whose name or
+# value contains TEXT, whatever the key's type; prints nothing if none does.
+redis_mentions() {
+  "$PYTHON" - "$REDIS_PORT" "$1" <<'EOF'
+import sys
+import redis
+r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
+text = sys.argv[2].encode()
+for key in r.scan_iter(count=1000):
+    kind = r.type(key).decode()
+    if kind == "string":
+        values = [r.get(key) or b""]
+    elif kind == "hash":
+        values = [b for kv in r.hgetall(key).items() for b in kv]
+    elif kind == "zset":
+        values = [m for m, _ in r.zrange(key, 0, -1, withscores=True)]
+    elif kind == "list":
+        values = r.lrange(key, 0, -1)
+    elif kind == "set":
+        values = list(r.smembers(key))
+    else:
+        values = [r.dump(key) or b""]
+    if text in key or any(text in v for v in values):
+        print(key.decode(errors="replace"))
+EOF
+}
+
+# wait_held NAME: until NAME has a holder.
+wait_held() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    "$RLOCK" status "$1" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  fail "lock '$1' was never held"
+}
+
+@test "privacy: a run's arguments are in neither Redis nor status; the program name is" {
+  rl_bg job run private -- sh -c 'touch "$0"; sleep 3' "$M/ready" --password=hunter2
+  wait_for_file "$M/ready"
+  wait_held private
+  rl 0 status private
+  refute_output --partial hunter2
+  assert_output --partial ' sh'
+  rl 0 status
+  refute_output --partial hunter2
+  rl 0 --json status private
+  refute_output --partial hunter2
+  assert_equal "$(json 'd["holders"][0]["command"]')" sh
+  assert_equal "$(redis_mentions hunter2)" ""
+  rl_bg shell run private-c -c "touch '$M/ready-c'; sleep 3 # mysql -phunter2"
+  wait_for_file "$M/ready-c"
+  wait_held private-c
+  rl 0 --json status private-c
+  refute_output --partial hunter2
+  assert_equal "$(redis_mentions hunter2)" ""
+  rl_wait job 0
+  rl_wait shell 0
+}
+
+@test "privacy: acquire and release --force store the caller's program name, not its arguments" {
+  # The caller is a shell whose own command line holds the secret.
+  run bash -c '"$0" acquire -t 30s private-acquire >/dev/null; true' "$RLOCK" --password=hunter2
+  assert_success
+  rl 0 --json status private-acquire
+  refute_output --partial hunter2
+  assert_equal "$(json 'd["holders"][0]["command"]')" bash
+  run bash -c '"$0" release --force private-acquire >/dev/null; true' "$RLOCK" --password=hunter2
+  assert_success
+  rl 1 status private-acquire
+  refute_output --partial hunter2
+  assert_equal "$(redis_mentions hunter2)" ""
+}
+
+@test "privacy: --show-command or show-command = yes stores the full command line" {
+  rl_bg job --show-command run shown-flag -- sh -c 'touch "$0"; sleep 3' "$M/ready" visible-arg
+  wait_for_file "$M/ready"
+  wait_held shown-flag
+  rl 0 status shown-flag
+  assert_output --partial visible-arg
+  printf 'show-command = yes\n' >"$M/rlock.conf"
+  rl_bg conf --config "$M/rlock.conf" run shown-conf -- sh -c 'touch "$0"; sleep 3' "$M/ready2" \
+    conf-arg
+  wait_for_file "$M/ready2"
+  wait_held shown-conf
+  rl 0 status shown-conf
+  assert_output --partial conf-arg
+  rl_wait job 0
+  rl_wait conf 0
+}
