@@ -31,7 +31,8 @@ Action register_release(CLI::App& app, Context& context) {
     if (o->token) {
       auto released = client->release(o->name, *o->token);
       if (!released) return report(released.error());
-      output::print_released(o->name, context.global.json);
+      if (auto printed = output::print_released(o->name, context.global.json); !printed)
+        return report(printed.error());
       return 0;
     }
     // The audit record names the operator: user@host, this shell.
@@ -39,7 +40,8 @@ Action register_release(CLI::App& app, Context& context) {
     auto by = lock::local_identity(caller, process_command(caller));
     auto evicted = client->force_release(o->name, o->holder.value_or(""), by);
     if (!evicted) return report(evicted.error());
-    output::print_forced(o->name, *evicted, context.global.json);
+    if (auto printed = output::print_forced(o->name, *evicted, context.global.json); !printed)
+      return report(printed.error());
     if (evicted->empty()) {
       context.warn(o->holder
                        ? fmt::format("lock '{}' has no holder with id {}", o->name, *o->holder)
