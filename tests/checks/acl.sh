@@ -5,8 +5,10 @@
 # caller's ACL), then as that user runs acquire, a queued acquire woken by
 # release (BLPOP), renew, status, status of every lock, shared and semaphore
 # locks, release --force, a database other than 0 (SELECT), and the EVAL
-# fallback after SCRIPT FLUSH; `run` too once it is built. Also checks that
-# a user without the script's commands is refused (so the
+# fallback after SCRIPT FLUSH; `run` too once it is built; and that a job
+# user with the same rules but a narrower key pattern (the documented way to
+# keep jobs from forcing each other's locks) cannot force a lock outside it.
+# Also checks that a user without the script's commands is refused (so the
 # check would notice a lock script calling a new command).
 # Binary: $RLOCK_BIN, else $BUILD_DIR/rlock, else build/rlock.
 set -euo pipefail
@@ -112,6 +114,17 @@ else
   cat "$work/err" >&2
   exit 1
 fi
+
+# The documented way to keep jobs from forcing each other's locks: the same
+# rules with a key pattern covering only the job's own locks.
+job_line="${acl_line/SETUSER locker/SETUSER job}"
+read -ra job_args <<<"${job_line/'~rlock:*'/'~rlock:{acl-job-*}:*'}"
+job_args=("${job_args[@]/>PASSWORD/>$password}")
+[[ "$(admin "${job_args[@]}")" == OK ]] || { echo "acl.sh: redis rejected the job user" >&2; exit 1; }
+as_job() { timeout 20 "$RLOCK" --user job --password-file "$work/password" "$@" </dev/null; }
+step 0 "a job user takes a lock its key pattern covers" as_job acquire -t 60s acl-job-1
+step 77 "a job user cannot force a lock outside its key pattern" as_job release acl-shared --force
+step 0 "the operator's lock is still held" as_locker status acl-shared
 
 # Without the commands the script calls, Redis 7 refuses the script. Redis
 # 7.0 words this refusal "ERR The user executing the script can't run this
