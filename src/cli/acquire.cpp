@@ -37,7 +37,14 @@ Action register_acquire(CLI::App& app, Context& context) {
       }
       return report(grant.error());
     }
-    output::print_acquired(options->name, *grant, plan->request, context.global.json);
+    // A token nobody received is a lock nobody can release: if it could not
+    // be written, release the lock and fail.
+    auto printed =
+        output::print_acquired(options->name, *grant, plan->request, context.global.json);
+    if (!printed) {
+      (void)client->release(options->name, grant->token);
+      return report(printed.error());
+    }
     return 0;
   };
 }

@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "cli/context.h"
+#include "output/render.h"
 #include "util/number.h"
 
 namespace rlock::cli {
@@ -288,6 +289,7 @@ int main(int argc, char** argv) {
   // A write to a closed stdout (rlock status | head) must not kill us with
   // SIGPIPE halfway through releasing a lock; EPIPE is handled instead.
   std::signal(SIGPIPE, SIG_IGN);
+  output::claim_standard_fds();
   try {
     return run_main(argc, argv);
   } catch (const std::exception& e) {

@@ -7,18 +7,21 @@
 
 #include "lock/keys.h"
 #include "output/render.h"
+#include "output/text.h"
 #include "util/number.h"
 
 namespace rlock::cli {
 
 namespace {
+// Messages quote what the server said (key names, holders): sanitised, so a
+// forged record cannot drive the terminal.
 void stderr_line(const std::string& line) {
-  fmt::print(stderr, "rlock: {}\n", line);
+  fmt::print(stderr, "rlock: {}\n", output::printable(line));
 }
 }  // namespace
 
 int report(const Error& error) {
-  fmt::print(stderr, "rlock: error: {}\n", error.message);
+  fmt::print(stderr, "rlock: error: {}\n", output::printable(error.message));
   return static_cast<int>(exit_status(error.code));
 }
 

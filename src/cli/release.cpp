@@ -36,7 +36,8 @@ Action register_release(CLI::App& app, Context& context) {
     if (*token) {
       auto released = client->release(o->name, **token);
       if (!released) return report(released.error());
-      output::print_released(o->name, context.global.json);
+      if (auto printed = output::print_released(o->name, context.global.json); !printed)
+        return report(printed.error());
       return 0;
     }
     // The audit record names the operator: user@host, this shell.
@@ -45,7 +46,8 @@ Action register_release(CLI::App& app, Context& context) {
         caller, context.show_command() ? process_command(caller) : process_name(caller));
     auto evicted = client->force_release(o->name, o->holder.value_or(""), by);
     if (!evicted) return report(evicted.error());
-    output::print_forced(o->name, *evicted, context.global.json);
+    if (auto printed = output::print_forced(o->name, *evicted, context.global.json); !printed)
+      return report(printed.error());
     if (evicted->empty()) {
       context.warn(o->holder
                        ? fmt::format("lock '{}' has no holder with id {}", o->name, *o->holder)

@@ -32,7 +32,8 @@ Action register_renew(CLI::App& app, Context& context) {
     auto renewed =
         client->renew(o->name, **token, *ttl, Clock::now() + client->options().command_timeout);
     if (!renewed) return report(renewed.error());
-    output::print_renewed(o->name, *renewed, context.global.json);
+    if (auto printed = output::print_renewed(o->name, *renewed, context.global.json); !printed)
+      return report(printed.error());
     return 0;
   };
 }

@@ -19,7 +19,8 @@ Action register_status(CLI::App& app, Context& context) {
     if (names->empty()) {
       auto views = client->list();
       if (!views) return report(views.error());
-      output::print_list(*views, context.global.json);
+      if (auto printed = output::print_list(*views, context.global.json); !printed)
+        return report(printed.error());
       return 0;
     }
     // Exit 0 only if every named lock is held (like `test`), 1 otherwise.
@@ -32,10 +33,13 @@ Action register_status(CLI::App& app, Context& context) {
       views.push_back(std::move(*view));
     }
     // --json prints one document: the lock itself, or {"locks": [...]}.
-    if (context.global.json && views.size() > 1)
-      output::print_list(views, true);
-    else
-      for (const auto& view : views) output::print_status(view, context.global.json);
+    if (context.global.json && views.size() > 1) {
+      if (auto printed = output::print_list(views, true); !printed) return report(printed.error());
+    } else {
+      for (const auto& view : views)
+        if (auto printed = output::print_status(view, context.global.json); !printed)
+          return report(printed.error());
+    }
     return all_held ? 0 : static_cast<int>(ExitStatus::refused);
   };
 }

@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "util/token.h"
+
 namespace rlock::lock {
 
 Result<void> validate_name(std::string_view name) {
@@ -72,7 +74,9 @@ std::vector<std::string> lock_keys(std::string_view prefix, std::string_view nam
 }
 
 std::string wake_key(std::string_view prefix, std::string_view name, std::string_view token) {
-  return base_key(prefix, name) + "w:" + std::string(token);
+  // Named by the token's hash, as the script names it: the key name is as
+  // readable as any value.
+  return base_key(prefix, name) + "w:" + token_hash(token);
 }
 
 std::string meta_pattern(std::string_view prefix) {

@@ -27,7 +27,8 @@ std::optional<std::string> unescape_name(std::string_view escaped);
 
 /// The keys the lock script takes, in its KEYS order (h s q x l i m f a).
 std::vector<std::string> lock_keys(std::string_view prefix, std::string_view name);
-/// The list a waiter blocks on until a release says it may proceed.
+/// The list a waiter blocks on until a release says it may proceed (named by
+/// the token's hash, never the token).
 std::string wake_key(std::string_view prefix, std::string_view name, std::string_view token);
 /// SCAN pattern matching the meta key of every live lock under the prefix.
 std::string meta_pattern(std::string_view prefix);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 
 #include "lock/keys.h"
 #include "util/token.h"
@@ -24,9 +25,36 @@ const redis::Script& lock_script() {
   return script;
 }
 
+// Every number read from the server is data that anyone who may write the
+// lock's keys can forge, so each is clamped into the range its use can take
+// before any arithmetic: no subtraction can overflow, no cast can wrap.
+
+/// Times and durations in ms: 2^53 ms is 285,000 years, beyond any real
+/// server time or lease, and far from overflow when two are subtracted.
+constexpr std::int64_t k_max_time_ms = std::int64_t{1} << 53;
+
+std::int64_t clamped(std::int64_t value, std::int64_t lo, std::int64_t hi) {
+  return std::clamp(value, lo, hi);
+}
+
+std::int64_t time_ms(std::int64_t value) {
+  return clamped(value, 0, k_max_time_ms);
+}
+
+/// How long ago `since` was at server time `now`; never negative.
+Millis elapsed(std::int64_t now, std::int64_t since) {
+  return Millis(std::max<std::int64_t>(0, time_ms(now) - time_ms(since)));
+}
+
+int small_int(std::int64_t value, int lo) {
+  return static_cast<int>(clamped(value, lo, std::numeric_limits<int>::max()));
+}
+
+/// A decimal integer; 0 for anything else (garbage, out of range).
 std::int64_t to_int(std::string_view text) {
   std::int64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return 0;
   return value;
 }
 
@@ -42,7 +70,8 @@ Identity parse_identity(std::string_view blob) {
   if (!fields || fields->size() < 4) return who;
   who.owner = (*fields)[0];
   who.host = (*fields)[1];
-  who.pid = static_cast<long>(to_int((*fields)[2]));
+  // status compares it with our ancestors' pids (pid_t): keep it an int.
+  who.pid = small_int(to_int((*fields)[2]), 0);
   who.command = (*fields)[3];
   return who;
 }
@@ -68,16 +97,49 @@ Record parse_record(std::string_view text) {
     part = text.substr(0, nl);
     text.remove_prefix(nl + 1);
   }
-  record.fence = to_int(parts[0]);
-  record.since_ms = to_int(parts[1]);
+  record.fence = std::max<std::int64_t>(0, to_int(parts[0]));
+  record.since_ms = time_ms(to_int(parts[1]));
   record.mode = std::string(parts[2]);
   record.who = parse_identity(text);
   return record;
 }
 
-HolderView holder_from(std::string id, const Record& record, std::int64_t now_ms, Millis ttl) {
-  return HolderView{
-      std::move(id), record.mode, record.fence, record.who, Millis(now_ms - record.since_ms), ttl};
+/// The mode to show: the script records a semaphore's holders as exclusive
+/// (they exclude nobody but the N+1st), the lock's limit says which it is.
+std::string mode_shown(const std::string& mode, std::int64_t limit) {
+  return mode == "exclusive" && limit > 1 ? "semaphore" : mode;
+}
+
+/// `now_ms` is the server's time of the reply that carried the record.
+HolderView holder_from(std::string id, const Record& record, std::int64_t now_ms,
+                       std::int64_t ttl_ms, std::int64_t limit) {
+  return HolderView{std::move(id), mode_shown(record.mode, limit),   record.fence,
+                    record.who,    elapsed(now_ms, record.since_ms), Millis(time_ms(ttl_ms))};
+}
+
+/// The audit key: netstrings of entries, newest first, each netstrings of
+/// now, the forcing client's identity, its ACL user, then id and record of
+/// each evicted holder (see lock.lua). Unreadable entries are skipped.
+std::vector<AuditView> parse_audit(std::string_view text, std::int64_t now, std::int64_t limit) {
+  std::vector<AuditView> entries;
+  auto list = parse_netstrings(text);
+  if (!list) return entries;
+  // Older than this, an entry is history the script drops at the next force.
+  constexpr std::int64_t k_audit_ms = 24 * 3600 * 1000;
+  for (const auto& entry : *list) {
+    auto fields = parse_netstrings(entry);
+    if (!fields || fields->size() < 3) continue;
+    AuditView audit;
+    audit.ago = elapsed(now, to_int((*fields)[0]));
+    if (audit.ago.count() >= k_audit_ms) continue;
+    audit.by = parse_identity((*fields)[1]);
+    audit.acl_user = (*fields)[2];
+    for (size_t k = 3; k + 1 < fields->size(); k += 2)
+      audit.evicted.push_back(
+          holder_from((*fields)[k], parse_record((*fields)[k + 1]), now, 0, limit));
+    entries.push_back(std::move(audit));
+  }
+  return entries;
 }
 
 std::string current_user() {
@@ -200,11 +262,12 @@ Result<Attempt> LockClient::attempt(const Request& request, const std::string& t
     attempt.fence = *second;
     return attempt;
   }
-  attempt.position = static_cast<int>(*second);
+  attempt.position = small_int(*second, 0);
   if (e.size() >= 4 && !e[2].str.empty()) {
     auto record = parse_record(e[2].str);
-    auto ttl = integer_of(e[3]);
-    attempt.holder = holder_from("", record, record.since_ms, Millis(ttl.value_or(0)));
+    // The holder's age is measured against the server's clock of this reply.
+    auto now = e.size() >= 5 ? integer_of(e[4]).value_or(record.since_ms) : record.since_ms;
+    attempt.holder = holder_from("", record, now, integer_of(e[3]).value_or(0), request.limit);
   }
   return attempt;
 }
@@ -375,7 +438,7 @@ Result<void> LockClient::release(const std::string& name, const std::string& tok
 Result<std::vector<HolderView>> LockClient::force_release(const std::string& name,
                                                           const std::string& holder_id,
                                                           const Identity& by) {
-  auto reply = run(name, {"force", holder_id, identity_blob(by)});
+  auto reply = run(name, {"force", holder_id, identity_blob(by), acl_user()});
   if (!reply) return std::unexpected(reply.error());
   if (reply->type != redis::Reply::Type::array)
     return fail(Error::Code::protocol, "unexpected reply from the lock script");
@@ -385,9 +448,20 @@ Result<std::vector<HolderView>> LockClient::force_release(const std::string& nam
   auto now = integer_of(e[0]).value_or(0);
   for (size_t k = 1; k + 1 < e.size(); k += 2) {
     auto record = parse_record(e[k + 1].str);
-    evicted.push_back(holder_from(e[k].str, record, now, Millis(0)));
+    evicted.push_back(holder_from(e[k].str, record, now, 0, 1));
   }
   return evicted;
+}
+
+std::string LockClient::acl_user() const {
+  // The audit record names the Redis user besides the OS user. A script may
+  // not call ACL WHOAMI (it is flagged noscript), and the client needs no
+  // round trip (nor +acl|whoami in the minimum ACL) to learn what it would
+  // answer: the connection authenticated as --user (or the URL's user) when
+  // it sent a password, and is "default" otherwise.
+  const bool authenticated = m_options.password || m_options.url.password;
+  if (!authenticated) return "default";
+  return m_options.user.value_or(m_options.url.user.value_or("default"));
 }
 
 Result<LockView> LockClient::parse_status(const std::string& name,
@@ -399,33 +473,22 @@ Result<LockView> LockClient::parse_status(const std::string& name,
   auto now = integer_of(e[0]).value_or(0);
   LockView view;
   view.name = name;
-  view.limit = static_cast<int>(integer_of(e[1]).value_or(1));
-  view.last_fence = integer_of(e[2]).value_or(0);
+  view.limit = small_int(integer_of(e[1]).value_or(1), 1);
+  view.last_fence = std::max<std::int64_t>(0, integer_of(e[2]).value_or(0));
   const auto& h = e[3].elements;
   for (size_t k = 0; k + 2 < h.size(); k += 3) {
     auto record = parse_record(h[k + 2].str);
     view.holders.push_back(
-        holder_from(h[k].str, record, now, Millis(integer_of(h[k + 1]).value_or(0))));
+        holder_from(h[k].str, record, now, integer_of(h[k + 1]).value_or(0), view.limit));
   }
   const auto& w = e[4].elements;
   for (size_t k = 0; k + 2 < w.size(); k += 3) {
     auto record = parse_record(w[k + 2].str);
+    // A waiter shows the mode it asked for (a semaphore's: exclusive).
     view.waiters.push_back(WaiterView{static_cast<int>(view.waiters.size()) + 1, w[k].str,
-                                      record.mode, record.who, Millis(now - record.since_ms)});
+                                      record.mode, record.who, elapsed(now, record.since_ms)});
   }
-  if (!e[5].str.empty()) {
-    auto fields = parse_netstrings(e[5].str);
-    if (fields && fields->size() >= 2) {
-      AuditView audit;
-      audit.ago = Millis(now - to_int((*fields)[0]));
-      audit.by = parse_identity((*fields)[1]);
-      for (size_t k = 2; k + 1 < fields->size(); k += 2) {
-        auto record = parse_record((*fields)[k + 1]);
-        audit.evicted.push_back(holder_from((*fields)[k], record, now, Millis(0)));
-      }
-      view.forced = std::move(audit);
-    }
-  }
+  view.forced = parse_audit(e[5].str, now, view.limit);
   return view;
 }
 
@@ -495,9 +558,20 @@ Result<std::vector<LockView>> LockClient::list() {
     }
     for (size_t k = first; k < last; ++k) {
       const auto& reply = (*replies)[k - first];
-      if (reply.is_error()) return std::unexpected(redis::classify_server_error(reply.str));
-      auto view = parse_status(names[k], reply);
-      if (!view) return std::unexpected(view.error());
+      // A lock whose keys cannot be read (a foreign key at its name, a
+      // malformed record) is listed as broken, and the listing goes on.
+      auto view = reply.is_error() ? std::unexpected(redis::classify_server_error(reply.str))
+                                   : parse_status(names[k], reply);
+      // Only an ACL refusal still stops the listing: it is the caller's
+      // configuration at fault, not one lock (exit 77, as the contract says).
+      if (!view && view.error().code == Error::Code::auth) return std::unexpected(view.error());
+      if (!view) {
+        LockView broken;
+        broken.name = names[k];
+        broken.problem = view.error().message;
+        views.push_back(std::move(broken));
+        continue;
+      }
       // A lock that expired between SCAN and the status read is not listed.
       if (!view->holders.empty() || !view->waiters.empty()) views.push_back(std::move(*view));
     }

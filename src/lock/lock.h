@@ -36,8 +36,8 @@ struct Grant {
 };
 
 struct HolderView {
-  std::string id;  // short id, never the token
-  std::string mode;
+  std::string id;    // short id, never the token
+  std::string mode;  // exclusive, shared or semaphore
   std::int64_t fence = 0;
   Identity who;
   Millis age{0};
@@ -52,9 +52,12 @@ struct WaiterView {
   Millis waiting{0};
 };
 
+/// One forced release. `by` and `acl_user` are what the forcing client
+/// reported: whoever may write a lock's keys may also write this record.
 struct AuditView {
   Millis ago{0};
   Identity by;
+  std::string acl_user;  // the Redis ACL user the client was connected as
   std::vector<HolderView> evicted;
 };
 
@@ -64,7 +67,11 @@ struct LockView {
   std::int64_t last_fence = 0;
   std::vector<HolderView> holders;
   std::vector<WaiterView> waiters;
-  std::optional<AuditView> forced;
+  std::vector<AuditView> forced;  // the last forced releases, newest first
+  /// Set when the lock's keys could not be read as a lock (a foreign key at
+  /// its name, a malformed reply): the server's message. Only list() returns
+  /// such views, so that one broken lock does not hide the others.
+  std::string problem;
 };
 
 /// The answer to one try: held, or busy with our place in the queue.
@@ -142,6 +149,8 @@ class LockClient {
   /// interrupt fd.
   void leave_queue(const std::string& name, const std::string& token);
   Result<LockView> parse_status(const std::string& name, const redis::Reply& reply) const;
+  /// The Redis ACL user of this connection, for the audit record.
+  std::string acl_user() const;
 
   redis::ConnectOptions m_options;
   std::string m_prefix;

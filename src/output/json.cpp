@@ -2,51 +2,39 @@
 
 #include <fmt/format.h>
 
+#include "output/text.h"
+
 namespace rlock::output {
-
-namespace {
-
-/// Length of the valid UTF-8 sequence at s[i], or 0 if it is not valid.
-size_t utf8_length(std::string_view s, size_t i) {
-  auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
-  return n;
-}
-
-}  // namespace
 
 std::string json_quote(std::string_view text) {
   std::string out = "\"";
+  char32_t cp = 0;
   for (size_t i = 0; i < text.size();) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\u{:04x}", c);
-    } else if (c >= 0x80) {
-      size_t n = utf8_length(text, i);
-      if (n == 0) {
-        out += "\\ufffd";
-        ++i;
-        continue;
-      }
-      out.append(text.substr(i, n));
-      i += n;
+    size_t n = utf8_sequence(text, i, cp);
+    if (n == 0) {
+      // Not UTF-8: the document must stay valid, so the byte becomes
+      // U+FFFD. Names, whose exact bytes matter, also travel as name_b64.
+      out += "\\ufffd";
+      ++i;
       continue;
-    } else {
-      out += static_cast<char>(c);
     }
-    ++i;
+    if (cp == '"' || cp == '\\') {
+      out += '\\';
+      out += static_cast<char>(cp);
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (is_unsafe_code_point(cp)) {
+      // Controls, C1 and bidi marks as \u escapes: lossless for a parser,
+      // and harmless if the document itself is shown on a terminal.
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += n;
   }
   return out + "\"";
 }

@@ -33,8 +33,9 @@ class Json {
   std::variant<std::nullptr_t, bool, std::int64_t, std::string, Array, Object> m_value;
 };
 
-/// `text` as a JSON string literal, quotes included (invalid UTF-8 bytes are
-/// replaced by U+FFFD so the document always parses).
+/// `text` as a JSON string literal, quotes included. Control characters, C1
+/// controls and bidi marks are \u-escaped; bytes that are not UTF-8 become
+/// U+FFFD, so the document is always valid UTF-8 and always parses.
 std::string json_quote(std::string_view text);
 
 }  // namespace rlock::output

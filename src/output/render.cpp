@@ -1,46 +1,52 @@
 #include "output/render.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
+#include "output/text.h"
 #include "util/token.h"
 
 namespace rlock::output {
 
 namespace {
 
-void emit(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+bool g_stdout_closed = false;
+
+Result<void> write_failed(int err) {
+  return fail(Error::Code::internal,
+              fmt::format("cannot write to standard output: {}", std::strerror(err)));
 }
 
-/// Makes control characters visible so an owner or command string can never
-/// move the cursor or fake a line of the table.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f)
-      out += fmt::format("\\x{:02x}", u);
-    else
-      out += c;
-  }
-  return out;
+/// Writes and flushes at once, so that a failure (ENOSPC, EPIPE, EBADF) is
+/// seen here, while the command can still act on it, not at exit.
+Result<void> emit(const std::string& text) {
+  if (g_stdout_closed) return write_failed(EBADF);
+  errno = 0;
+  size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
+  if (written != text.size() || std::fflush(stdout) != 0 || std::ferror(stdout))
+    return write_failed(errno ? errno : EIO);
+  return {};
 }
 
-std::string clip(std::string s, size_t width) {
-  if (s.size() <= width) return s;
-  return s.substr(0, width - 1) + "~";
+/// A JSON field for a name: "name" always (invalid UTF-8 shown as U+FFFD),
+/// and "name_b64" with its exact bytes when that loses anything, so two
+/// names never look alike and any name can be given back to rlock.
+void name_fields(Json::Object& o, const std::string& name) {
+  o.emplace_back("name", name);
+  if (!valid_utf8(name)) o.emplace_back("name_b64", base64(name));
 }
 
-Json who_fields(Json::Object& o, const lock::Identity& who) {
+void who_fields(Json::Object& o, const lock::Identity& who) {
   o.emplace_back("owner", who.owner);
   o.emplace_back("host", who.host);
   o.emplace_back("pid", who.pid);
   o.emplace_back("command", who.command);
-  return Json(o);
 }
 
 Json waiter_json(const lock::WaiterView& w) {
@@ -64,24 +70,48 @@ Json audit_json(const lock::AuditView& a) {
   for (const auto& h : a.evicted) evicted.push_back(holder_json(h));
   return Json(Json::Object{{"ago_ms", static_cast<long long>(a.ago.count())},
                            {"by", Json(by)},
+                           {"acl_user", a.acl_user},
                            {"evicted", Json(evicted)}});
 }
 
 Json view_json(const lock::LockView& v) {
-  Json::Array holders, waiters;
+  Json::Array holders, waiters, history;
   for (const auto& h : v.holders) holders.push_back(holder_json(h));
   for (const auto& w : v.waiters) waiters.push_back(waiter_json(w));
-  return Json(Json::Object{{"name", v.name},
-                           {"held", !v.holders.empty()},
-                           {"mode", mode_of(v)},
-                           {"limit", v.limit},
-                           {"fence", static_cast<long long>(v.last_fence)},
-                           {"holders", Json(holders)},
-                           {"waiters", Json(waiters)},
-                           {"forced", v.forced ? audit_json(*v.forced) : Json()}});
+  for (const auto& a : v.forced) history.push_back(audit_json(a));
+  Json::Object o;
+  name_fields(o, v.name);
+  o.emplace_back("held", !v.holders.empty());
+  o.emplace_back("mode", mode_of(v));
+  o.emplace_back("limit", v.limit);
+  o.emplace_back("fence", static_cast<long long>(v.last_fence));
+  o.emplace_back("holders", Json(holders));
+  o.emplace_back("waiters", Json(waiters));
+  o.emplace_back("forced", v.forced.empty() ? Json() : audit_json(v.forced.front()));
+  o.emplace_back("forced_history", Json(history));
+  return Json(o);
+}
+
+/// `{"name", ...fields}` as one line of JSON.
+Result<void> emit_named(const std::string& name, Json::Object fields) {
+  Json::Object o;
+  name_fields(o, name);
+  for (auto& field : fields) o.push_back(std::move(field));
+  return emit(Json(o).dump() + "\n");
 }
 
 }  // namespace
+
+void claim_standard_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // open() returns the lowest free descriptor: this one, as the lower
+    // ones are open by now.
+    int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (opened >= 0 && opened != fd) close(opened);
+    if (fd == STDOUT_FILENO) g_stdout_closed = true;
+  }
+}
 
 Json holder_json(const lock::HolderView& h) {
   Json::Object o{{"id", h.id}, {"mode", h.mode}};
@@ -95,54 +125,48 @@ Json holder_json(const lock::HolderView& h) {
 std::string describe_holder(const lock::HolderView& h) {
   std::string text = printable(h.who.owner.empty() ? "someone" : h.who.owner);
   if (h.who.pid) text += fmt::format(" (pid {}", h.who.pid);
-  if (!h.who.command.empty()) text += fmt::format(", {}", printable(clip(h.who.command, 60)));
+  if (!h.who.command.empty()) text += fmt::format(", {}", clip(printable(h.who.command), 60));
   if (h.who.pid) text += ")";
   return text;
 }
 
-void print_acquired(const std::string& name, const lock::Grant& grant, const lock::Request& request,
-                    bool json) {
+Result<void> print_acquired(const std::string& name, const lock::Grant& grant,
+                            const lock::Request& request, bool json) {
   if (!json) return emit(grant.token + "\n");
-  emit(Json(Json::Object{{"name", name},
-                         {"token", grant.token},
-                         {"id", short_id(grant.token)},
-                         {"fence", static_cast<long long>(grant.fence)},
-                         {"ttl_ms", static_cast<long long>(request.ttl.count())},
-                         {"mode", request.shared ? "shared" : "exclusive"},
-                         {"limit", request.limit}})
-           .dump() +
-       "\n");
+  const char* mode = request.shared ? "shared" : request.limit > 1 ? "semaphore" : "exclusive";
+  return emit_named(name, {{"token", grant.token},
+                           {"id", short_id(grant.token)},
+                           {"fence", static_cast<long long>(grant.fence)},
+                           {"ttl_ms", static_cast<long long>(request.ttl.count())},
+                           {"mode", mode},
+                           {"limit", request.limit}});
 }
 
-void print_renewed(const std::string& name, Millis ttl, bool json) {
-  if (!json) return;
-  emit(Json(Json::Object{
-                {"name", name}, {"renewed", true}, {"ttl_ms", static_cast<long long>(ttl.count())}})
-           .dump() +
-       "\n");
+Result<void> print_renewed(const std::string& name, Millis ttl, bool json) {
+  if (!json) return {};
+  return emit_named(name, {{"renewed", true}, {"ttl_ms", static_cast<long long>(ttl.count())}});
 }
 
-void print_released(const std::string& name, bool json) {
-  if (!json) return;
-  emit(Json(Json::Object{{"name", name}, {"released", true}}).dump() + "\n");
+Result<void> print_released(const std::string& name, bool json) {
+  if (!json) return {};
+  return emit_named(name, {{"released", true}});
 }
 
-void print_forced(const std::string& name, const std::vector<lock::HolderView>& evicted,
-                  bool json) {
+Result<void> print_forced(const std::string& name, const std::vector<lock::HolderView>& evicted,
+                          bool json) {
   if (json) {
     Json::Array list;
     for (const auto& h : evicted) list.push_back(holder_json(h));
-    emit(Json(Json::Object{{"name", name}, {"released", !evicted.empty()}, {"evicted", list}})
-             .dump() +
-         "\n");
-    return;
+    return emit_named(name, {{"released", !evicted.empty()}, {"evicted", list}});
   }
+  std::string out;
   for (const auto& h : evicted)
-    emit(fmt::format("evicted {} from lock '{}': {} on {}, fence {}\n", h.id, printable(name),
-                     describe_holder(h), printable(h.who.host), h.fence));
+    out += fmt::format("evicted {} from lock '{}': {} on {}, fence {}\n", printable(h.id),
+                       printable(name), describe_holder(h), printable(h.who.host), h.fence);
+  return out.empty() ? Result<void>{} : emit(out);
 }
 
-void print_status(const lock::LockView& v, bool json) {
+Result<void> print_status(const lock::LockView& v, bool json) {
   if (json) return emit(view_json(v).dump() + "\n");
   std::string out;
   if (v.holders.empty()) {
@@ -154,48 +178,66 @@ void print_status(const lock::LockView& v, bool json) {
     out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>6}  {}\n", "ID",
                        "MODE", "OWNER", "HOST", "PID", "AGE", "TTL", "FENCE", "COMMAND");
     for (const auto& h : v.holders)
-      out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>6}  {}\n", h.id,
-                         h.mode, clip(printable(h.who.owner), 20), clip(printable(h.who.host), 14),
-                         h.who.pid, format_duration(h.age), format_duration(h.ttl_left), h.fence,
-                         printable(h.who.command));
+      out +=
+          fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>6}  {}\n",
+                      printable(h.id), clip(printable(h.mode), 9), clip(printable(h.who.owner), 20),
+                      clip(printable(h.who.host), 14), h.who.pid, format_duration(h.age),
+                      format_duration(h.ttl_left), h.fence, printable(h.who.command));
   }
   if (!v.waiters.empty()) {
     out += fmt::format("  waiting ({}):\n", v.waiters.size());
     for (const auto& w : v.waiters)
       out += fmt::format("  {:>3}. {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  waiting {}  {}\n",
-                         w.position, w.id, w.mode, clip(printable(w.who.owner), 20),
-                         clip(printable(w.who.host), 14), w.who.pid, format_duration(w.waiting),
-                         printable(w.who.command));
+                         w.position, printable(w.id), clip(printable(w.mode), 9),
+                         clip(printable(w.who.owner), 20), clip(printable(w.who.host), 14),
+                         w.who.pid, format_duration(w.waiting), printable(w.who.command));
   }
-  if (v.forced) {
-    out += fmt::format("  force-released {} ago by {} on {}:", format_duration(v.forced->ago),
-                       printable(v.forced->by.owner), printable(v.forced->by.host));
-    for (const auto& h : v.forced->evicted) out += " " + h.id + " " + describe_holder(h);
+  // Newest first. Who forced is what that client said about itself.
+  for (const auto& a : v.forced) {
+    out += fmt::format("  force-released {} ago by {} on {}:", format_duration(a.ago),
+                       printable(a.by.owner), printable(a.by.host));
+    for (const auto& h : a.evicted) out += " " + printable(h.id) + " " + describe_holder(h);
+    if (!a.acl_user.empty())
+      out += fmt::format(" (ACL user {}, self-reported)", printable(a.acl_user));
     out += "\n";
   }
-  emit(out);
+  return emit(out);
 }
 
-void print_list(const std::vector<lock::LockView>& views, bool json) {
+Result<void> print_list(const std::vector<lock::LockView>& views, bool json) {
   if (json) {
-    Json::Array locks;
-    for (const auto& v : views) locks.push_back(view_json(v));
-    return emit(Json(Json::Object{{"locks", Json(locks)}}).dump() + "\n");
+    Json::Array locks, broken;
+    for (const auto& v : views) {
+      if (v.problem.empty()) {
+        locks.push_back(view_json(v));
+        continue;
+      }
+      Json::Object o;
+      name_fields(o, v.name);
+      o.emplace_back("error", v.problem);
+      broken.push_back(Json(o));
+    }
+    return emit(Json(Json::Object{{"locks", Json(locks)}, {"broken", Json(broken)}}).dump() + "\n");
   }
-  if (views.empty()) return;
-  std::string out =
-      fmt::format("{:<24}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>6}  {:>7}  {}\n", "NAME", "MODE",
-                  "HOLDERS", "OWNER", "AGE", "TTL", "FENCE", "WAITERS", "COMMAND");
+  if (views.empty()) return {};
+  constexpr auto k_row = "{:<24}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>6}  {:>7}  {}\n";
+  std::string out = fmt::format(k_row, "NAME", "MODE", "HOLDERS", "OWNER", "AGE", "TTL", "FENCE",
+                                "WAITERS", "COMMAND");
   for (const auto& v : views) {
+    if (!v.problem.empty()) {
+      // Listed, so that nobody mistakes it for free, and skipped.
+      out += fmt::format(k_row, clip(printable(v.name), 24), "broken", "-", "-", "-", "-", "-", "-",
+                         printable(v.problem));
+      continue;
+    }
     const lock::HolderView* first = v.holders.empty() ? nullptr : &v.holders.front();
-    out += fmt::format("{:<24}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>6}  {:>7}  {}\n",
-                       clip(printable(v.name), 24), mode_of(v), v.holders.size(),
+    out += fmt::format(k_row, clip(printable(v.name), 24), mode_of(v), v.holders.size(),
                        first ? clip(printable(first->who.owner), 20) : "-",
                        first ? format_duration(first->age) : "-",
                        first ? format_duration(first->ttl_left) : "-", v.last_fence,
                        v.waiters.size(), first ? printable(first->who.command) : "");
   }
-  emit(out);
+  return emit(out);
 }
 
 }  // namespace rlock::output

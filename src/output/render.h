@@ -1,28 +1,42 @@
 #pragma once
 /// Text and JSON rendering of command results: the only writer to stdout.
+///
+/// Every print_* reports whether its output reached stdout: a full disk, a
+/// closed pipe or a closed stdout is an error the command must act on (for
+/// `acquire`, a token nobody received).
 
 #include <string>
 #include <vector>
 
 #include "lock/lock.h"
 #include "output/json.h"
+#include "util/error.h"
 
 namespace rlock::output {
 
+/// Call first thing in main: a standard descriptor that the caller closed
+/// (`rlock status >&-`) is reopened on /dev/null, so that no socket or file
+/// opened later can become fd 0, 1 or 2 and receive our output; a closed
+/// stdout is remembered and every later print fails with EBADF.
+void claim_standard_fds();
+
 /// `acquire`: the token alone (so `T=$(rlock acquire x)` works), or JSON.
-void print_acquired(const std::string& name, const lock::Grant& grant, const lock::Request& request,
-                    bool json);
-void print_renewed(const std::string& name, Millis ttl, bool json);
-void print_released(const std::string& name, bool json);
+[[nodiscard]] Result<void> print_acquired(const std::string& name, const lock::Grant& grant,
+                                          const lock::Request& request, bool json);
+[[nodiscard]] Result<void> print_renewed(const std::string& name, Millis ttl, bool json);
+[[nodiscard]] Result<void> print_released(const std::string& name, bool json);
 /// `release --force`: whom it evicted.
-void print_forced(const std::string& name, const std::vector<lock::HolderView>& evicted, bool json);
-/// `status NAME`: holders, waiters, last forced release.
-void print_status(const lock::LockView& view, bool json);
-/// `status`: one row per lock.
-void print_list(const std::vector<lock::LockView>& views, bool json);
+[[nodiscard]] Result<void> print_forced(const std::string& name,
+                                        const std::vector<lock::HolderView>& evicted, bool json);
+/// `status NAME`: holders, waiters, the last forced releases.
+[[nodiscard]] Result<void> print_status(const lock::LockView& view, bool json);
+/// `status`: one row per lock; a lock that could not be read gets a row
+/// saying so (JSON: the "broken" list).
+[[nodiscard]] Result<void> print_list(const std::vector<lock::LockView>& views, bool json);
 
 Json holder_json(const lock::HolderView& h);
-/// "alice@ci-3 (pid 4242, make deploy)": a holder in one phrase, for messages.
+/// "alice@ci-3 (pid 4242, make deploy)": a holder in one phrase, for messages
+/// (already sanitised for a terminal).
 std::string describe_holder(const lock::HolderView& h);
 
 }  // namespace rlock::output

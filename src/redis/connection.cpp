@@ -1,7 +1,6 @@
 #include "redis/connection.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <array>
 #include <iterator>
@@ -9,21 +8,10 @@
 
 #include "redis/resp.h"
 #include "redis/transport.h"
+#include "util/sha1.h"
 
 namespace rlock::redis {
 namespace {
-
-std::string sha1_hex(std::string_view text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha1(), nullptr) != 1) {
-    throw std::runtime_error("SHA1 is not available from OpenSSL");
-  }
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i)
-    fmt::format_to(std::back_inserter(hex), "{:02x}", digest[i]);
-  return hex;
-}
 
 /// A RESP error reply from `name` becomes an Error; other replies pass through.
 Result<Reply> checked(Result<Reply> reply, const std::string& name) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
 
 #include "util/number.h"
@@ -79,15 +80,19 @@ Result<Millis> parse_duration(std::string_view text) {
 }
 
 std::string format_duration(Millis d) {
-  auto ms = d.count();
-  if (ms < 0) return "-" + format_duration(-d);
-  if (ms < 1000) return fmt::format("{}ms", ms);
+  // The magnitude as unsigned: negating the most negative value would
+  // overflow (and recurse forever through the sign branch), and a value
+  // from a forged record may be any 64-bit number.
+  auto count = d.count();
+  std::uint64_t ms =
+      count < 0 ? 0 - static_cast<std::uint64_t>(count) : static_cast<std::uint64_t>(count);
+  std::string out = count < 0 ? "-" : "";
+  if (ms < 1000) return out + fmt::format("{}ms", ms);
   if (ms < 60'000) {
-    if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
-    return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000);
+    if (ms % 1000 == 0) return out + fmt::format("{}s", ms / 1000);
+    return out + fmt::format("{:.1f}s", static_cast<double>(ms) / 1000);
   }
   auto s = ms / 1000;
-  std::string out;
   if (s >= 3600) out += fmt::format("{}h", s / 3600);
   if (s % 3600 >= 60) out += fmt::format("{}m", s % 3600 / 60);
   if (s % 60) out += fmt::format("{}s", s % 60);

@@ -5,9 +5,11 @@
 # caller's ACL), then as that user runs acquire, a queued acquire woken by
 # release (BLPOP), renew, status, status of every lock, shared and semaphore
 # locks, release --force, a database other than 0 (SELECT), and the EVAL
-# fallback after SCRIPT FLUSH, and run. Also checks that a user without the
-# script's commands is refused (so the check would notice a lock script
-# calling a new command).
+# fallback after SCRIPT FLUSH, and run; and that a job
+# user with the same rules but a narrower key pattern (the documented way to
+# keep jobs from forcing each other's locks) cannot force a lock outside it.
+# Also checks that a user without the script's commands is refused (so the
+# check would notice a lock script calling a new command).
 # Binary: $RLOCK_BIN, else $BUILD_DIR/rlock, else build/rlock.
 set -euo pipefail
 REPO="${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -114,6 +116,17 @@ step 0 "status of every lock (SCAN, pipelined EVALSHA, EVAL fallback)" as_locker
 [[ "$(grep -o '"name":' "$work/out" | wc -l)" == 3 ]] || { echo "acl.sh: status listed $(cat "$work/out")" >&2; exit 1; }
 step 0 "release --force" as_locker release acl-lock --force
 step 0 "run" as_locker run acl-run -- true
+
+# The documented way to keep jobs from forcing each other's locks: the same
+# rules with a key pattern covering only the job's own locks.
+job_line="${acl_line/SETUSER locker/SETUSER job}"
+read -ra job_args <<<"${job_line/'~rlock:*'/'~rlock:{acl-job-*}:*'}"
+job_args=("${job_args[@]/>PASSWORD/>$password}")
+[[ "$(admin "${job_args[@]}")" == OK ]] || { echo "acl.sh: redis rejected the job user" >&2; exit 1; }
+as_job() { timeout 20 "$RLOCK" --user job --password-file "$work/password" "$@" </dev/null; }
+step 0 "a job user takes a lock its key pattern covers" as_job acquire -t 60s acl-job-1
+step 77 "a job user cannot force a lock outside its key pattern" as_job release acl-shared --force
+step 0 "the operator's lock is still held" as_locker status acl-shared
 
 # Without the commands the script calls, Redis 7 refuses the script. Redis
 # 7.0 words this refusal "ERR The user executing the script can't run this

@@ -1,20 +1,32 @@
 -- rlock: every operation on one lock, in one script so that all share the
 -- same helpers and a single SHA is cached.
 --
+-- Tokens are never stored: the client sends its token, and the script keeps
+-- only HASH = sha1hex(token) (40 hex digits). Whoever can read the keyspace
+-- then learns nothing that renews or releases a lock, or names a wake list
+-- it could push to. SHA-1 because it is the only hash Lua in Redis has; it
+-- suffices, since a token is 128 random bits: recovering one from its hash
+-- is a preimage search over 2^128 candidates, which SHA-1's weakness
+-- (collisions between inputs the attacker chooses) does not shorten. The
+-- short id that status shows is the first 8 hex digits of HASH. Below, a
+-- variable named `token` always holds such a hash, never a token.
+--
 -- KEYS (all share the hash tag {NAME}, so the script is valid on Cluster):
---   1 h  ZSET token -> expiry ms   exclusive / semaphore holders
---   2 s  ZSET token -> expiry ms   shared holders
---   3 q  ZSET token -> arrival seq every waiter, in arrival order
---   4 x  ZSET token -> arrival seq the exclusive waiters (subset of q)
---   5 l  ZSET token -> lease ms    waiter leases
---   6 i  HASH token -> record      "fence\nsince_ms\nmode\nttl_ms\nblob" of
---                                   holders and waiters (fence 0 for waiters)
---   7 m  HASH                      limit, seq (arrival counter)
---   8 f  STRING                    fencing counter: the only key that stays
---   9 a  STRING                    last forced release (audit), 24 h:
---                                   netstrings now, audit blob, id, record...
+--   1 h  ZSET hash -> expiry ms   exclusive / semaphore holders
+--   2 s  ZSET hash -> expiry ms   shared holders
+--   3 q  ZSET hash -> arrival seq every waiter, in arrival order
+--   4 x  ZSET hash -> arrival seq the exclusive waiters (subset of q)
+--   5 l  ZSET hash -> lease ms    waiter leases
+--   6 i  HASH hash -> record      "fence\nsince_ms\nmode\nttl_ms\nblob" of
+--                                  holders and waiters (fence 0 for waiters)
+--   7 m  HASH                     limit, seq (arrival counter)
+--   8 f  STRING                   fencing counter: the only key that stays
+--   9 a  STRING                   the last forced releases (audit), newest
+--                                  first, at most 20 and 24 h: netstrings of
+--                                  entries, each netstrings of now, audit
+--                                  blob, ACL user, id, record, id, record...
 -- ARGV[1] is the operation; the rest depend on it (see each function).
--- Wake lists are KEYS-prefix .. ":w:" .. token: one per waiter, so a release
+-- Wake lists are KEYS-prefix .. ":w:" .. HASH: one per waiter, so a release
 -- wakes exactly the waiters who can proceed (BLPOP on the client side).
 --
 -- Time is the server's (TIME); the client's clock is never used.
@@ -27,7 +39,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local function wake_key(token) return string.sub(Q, 1, -2) .. 'w:' .. token end
+local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 
 -- Refuse to touch keys of another type: a foreign key at our name is an
 -- error, never something to overwrite. Every call pays for this, so the full
@@ -198,11 +210,18 @@ local function fence_of(token)
   return tonumber(string.match(record, '^(%d+)\n'))
 end
 
+-- The lease left until `at`, as a reply integer: a score may be anything a
+-- foreign write put there (+inf would not convert to an integer), so it is
+-- bounded by 2^53 ms, beyond any real lease.
+local function lease_left(at)
+  return math.max(0, math.min(at - now, 2 ^ 53))
+end
+
 local function first_holder()
   for _, key in ipairs({ H, S }) do
     local top = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #top > 0 then
-      return { redis.call('HGET', I, top[1]) or '', tonumber(top[2]) - now }
+      return { redis.call('HGET', I, top[1]) or '', lease_left(tonumber(top[2])) }
     end
   end
   return { '', 0 }
@@ -210,13 +229,22 @@ end
 
 -- acquire TOKEN MODE LIMIT TTL_MS BLOB ENQUEUE LEASE_MS
 -- Returns {1, fence} when held (also when this token already held it: a
--- retried acquire is idempotent), {0, position, holder_record, holder_ttl}
--- when busy or queued (position 0 = not queued), {-1, stored_limit} when the
--- lock is used with another --limit.
+-- retried acquire is idempotent), {0, position, holder_record, holder_ttl,
+-- now} when busy or queued (position 0 = not queued; now, the server's time,
+-- dates the record's since_ms), {-1, stored_limit} when the lock is used with
+-- another --limit.
 local function acquire()
-  local token, mode, limit, ttl, blob = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
-    ARGV[6]
+  local token, mode, limit, ttl, blob = redis.sha1hex(ARGV[2]), ARGV[3], tonumber(ARGV[4]),
+    tonumber(ARGV[5]), ARGV[6]
   local enqueue, lease = ARGV[7] == '1', tonumber(ARGV[8])
+  -- INCR would fail on a counter that is not a (non-overflowing) integer, and
+  -- a failed script keeps the writes made before the failure (M without an
+  -- expiry, a waiter taken out of the queue): refuse before writing anything.
+  local counter = redis.call('GET', F)
+  if counter and not (string.match(counter, '^%d+$') and #counter <= 18) then
+    return redis.error_reply('ERR rlock: the fence counter ' .. F ..
+      ' does not hold an integer; the lock is left untouched')
+  end
   local stored = redis.call('HGET', M, 'limit')
   local purged = purge()
   if stored and tonumber(stored) ~= limit then
@@ -277,7 +305,7 @@ local function acquire()
       wake_ready()
       tidy()
     end
-    return { 0, 0, holder[1], holder[2] }
+    return { 0, 0, holder[1], holder[2], now }
   end
   if not queued then
     seq = redis.call('HINCRBY', M, 'seq', 1)
@@ -287,13 +315,13 @@ local function acquire()
   end
   redis.call('ZADD', L, now + lease, token)
   cover_queue(now + lease, not queued)
-  return { 0, rank + 1, holder[1], holder[2] }
+  return { 0, rank + 1, holder[1], holder[2], now }
 end
 
 -- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
 -- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
 local function renew()
-  local token, ttl = ARGV[2], tonumber(ARGV[3])
+  local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
   if purge() then wake_ready() end
   local held = holder_set(token)
   if not held then
@@ -312,7 +340,7 @@ end
 -- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
 -- A retried release is harmless: it answers 0 and changes nothing.
 local function release()
-  local token = ARGV[2]
+  local token = redis.sha1hex(ARGV[2])
   purge()
   local held = holder_set(token)
   local found = held ~= nil
@@ -332,30 +360,68 @@ local function release()
   return found and 1 or 0
 end
 
--- force ID AUDIT_BLOB -> {now, id1, record1, id2, record2, ...} of the
--- evicted holders. ID '' evicts every holder; otherwise the holder whose short id
--- (first 8 hex digits of sha1(token)) is ID. The audit record stays 24 h.
+-- "len:bytes" netstrings (records may hold any byte), and back; nil when
+-- the text is not netstrings.
+local function netstrings(fields)
+  local parts = {}
+  for k, v in ipairs(fields) do parts[k] = #v .. ':' .. v end
+  return table.concat(parts)
+end
+local function parse_netstrings(text)
+  local fields, pos = {}, 1
+  while pos <= #text do
+    local colon = string.find(text, ':', pos, true)
+    if not colon then return nil end
+    local digits = string.sub(text, pos, colon - 1)
+    if not string.match(digits, '^%d+$') then return nil end
+    local size = tonumber(digits)
+    if colon + size > #text then return nil end
+    table.insert(fields, string.sub(text, colon + 1, colon + size))
+    pos = colon + size + 1
+  end
+  return fields
+end
+
+-- How many forced releases the audit key keeps, and for how long: enough to
+-- see a fight between operators (or a forged entry next to real ones)
+-- without letting the key grow.
+local AUDIT_KEEP, AUDIT_MS = 20, 24 * 3600 * 1000
+
+-- force ID AUDIT_BLOB ACL_USER -> {now, id1, record1, id2, record2, ...} of
+-- the evicted holders. ID '' evicts every holder; otherwise the holder whose
+-- short id (first 8 hex digits of its hash) is ID. The release is added to
+-- the audit key, newest first, with AUDIT_BLOB (who the client says it is)
+-- and ACL_USER (the Redis user the client says it is connected as: a script
+-- may not call ACL WHOAMI itself). Both are self-reported: whoever may run
+-- this script may also write the audit key directly.
 local function force()
-  local id, audit = ARGV[2], ARGV[3]
+  local id, audit, acl_user = ARGV[2], ARGV[3], ARGV[4] or ''
   purge()
   local evicted = {}
   for _, key in ipairs({ H, S }) do
-    for _, token in ipairs(redis.call('ZRANGE', key, 0, -1)) do
-      local short = string.sub(redis.sha1hex(token), 1, 8)
+    for _, hash in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+      local short = string.sub(hash, 1, 8)
       if id == '' or id == short then
         table.insert(evicted, short)
-        table.insert(evicted, redis.call('HGET', I, token) or '')
-        redis.call('ZREM', key, token)
-        redis.call('HDEL', I, token)
+        table.insert(evicted, redis.call('HGET', I, hash) or '')
+        redis.call('ZREM', key, hash)
+        redis.call('HDEL', I, hash)
       end
     end
   end
   if #evicted > 0 then
-    -- Netstrings ("len:bytes"), since records may hold any byte.
-    local parts = { tostring(now), audit }
-    for _, v in ipairs(evicted) do table.insert(parts, v) end
-    for k, v in ipairs(parts) do parts[k] = #v .. ':' .. v end
-    redis.call('SET', A, table.concat(parts), 'PX', 24 * 3600 * 1000)
+    local entry = { tostring(now), audit, acl_user }
+    for _, v in ipairs(evicted) do table.insert(entry, v) end
+    local kept = { netstrings(entry) }
+    -- Earlier entries that are still young; anything unreadable (an older
+    -- rlock's format, a foreign write) is dropped rather than trusted.
+    for _, old in ipairs(parse_netstrings(redis.call('GET', A) or '') or {}) do
+      if #kept >= AUDIT_KEEP then break end
+      local fields = parse_netstrings(old)
+      local at = fields and tonumber(string.match(fields[1] or '', '^%d+$') or '')
+      if at and now - at < AUDIT_MS then table.insert(kept, old) end
+    end
+    redis.call('SET', A, netstrings(kept), 'PX', AUDIT_MS)
   end
   wake_ready()
   tidy()
@@ -364,28 +430,30 @@ local function force()
 end
 
 -- status -> {now, limit, last_fence, holders, waiters, audit}; read-only, so
--- it also works on a replica. holders: {id, mode_key, ttl_ms, record, ...};
--- waiters in queue order: {id, lease_ms, record, ...}.
+-- it also works on a replica. holders: {id, ttl_ms, record, ...}; waiters in
+-- queue order: {id, lease_ms, record, ...}; audit: the audit key as stored.
+-- A limit or counter that is not a number (a foreign write) reads as 1 or
+-- 0, so that the reply keeps its shape.
 local function status()
   local holders = {}
   for _, key in ipairs({ H, S }) do
     local live = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES')
     for k = 1, #live, 2 do
-      table.insert(holders, string.sub(redis.sha1hex(live[k]), 1, 8))
-      table.insert(holders, tonumber(live[k + 1]) - now)
+      table.insert(holders, string.sub(live[k], 1, 8))
+      table.insert(holders, lease_left(tonumber(live[k + 1])))
       table.insert(holders, redis.call('HGET', I, live[k]) or '')
     end
   end
   local waiters = {}
-  for _, token in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
-    local lease = tonumber(redis.call('ZSCORE', L, token) or '0')
+  for _, hash in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
+    local lease = tonumber(redis.call('ZSCORE', L, hash) or '0')
     if lease > now then
-      table.insert(waiters, string.sub(redis.sha1hex(token), 1, 8))
-      table.insert(waiters, lease - now)
-      table.insert(waiters, redis.call('HGET', I, token) or '')
+      table.insert(waiters, string.sub(hash, 1, 8))
+      table.insert(waiters, lease_left(lease))
+      table.insert(waiters, redis.call('HGET', I, hash) or '')
     end
   end
-  return { now, limit_of(), tonumber(redis.call('GET', F) or '0'), holders, waiters,
+  return { now, limit_of() or 1, tonumber(redis.call('GET', F) or '0') or 0, holders, waiters,
     redis.call('GET', A) or '' }
 end
 

@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "util/sha1.h"
+
 namespace rlock::lock {
 namespace {
 
@@ -18,6 +20,13 @@ TEST(LockKeys, AllKeysShareOneHashTag) {
       EXPECT_EQ(key.substr(open, close - open + 1), tag) << key;
     }
   }
+}
+
+TEST(LockKeys, WakeListIsNamedByTheTokensHashNotTheToken) {
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  auto key = wake_key("rlock:", "a{b}", token);
+  EXPECT_EQ(key, "rlock:{a%7Bb%7D}:w:" + sha1_hex(token));
+  EXPECT_EQ(key.find(token), std::string::npos);
 }
 
 TEST(LockKeys, DistinctNamesNeverShareAKey) {

@@ -1,0 +1,101 @@
+#include "output/text.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <vector>
+
+namespace rlock::output {
+
+size_t utf8_sequence(std::string_view s, size_t i, char32_t& cp) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
+  size_t n = 0;
+  char32_t min = 0;
+  if ((c & 0xe0) == 0xc0) {
+    n = 2, cp = c & 0x1f, min = 0x80;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 3, cp = c & 0x0f, min = 0x800;
+  } else if ((c & 0xf8) == 0xf0) {
+    n = 4, cp = c & 0x07, min = 0x10000;
+  } else {
+    return 0;  // a continuation byte, or 0xf8-0xff
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3f);
+  }
+  // Overlong forms would let one character hide behind another encoding;
+  // surrogates and values past U+10FFFF are not characters at all.
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+bool valid_utf8(std::string_view s) {
+  char32_t cp = 0;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_sequence(s, i, cp);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+bool is_unsafe_code_point(char32_t cp) {
+  return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  char32_t cp = 0;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_sequence(s, i, cp);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+      ++i;
+      continue;
+    }
+    if (!is_unsafe_code_point(cp))
+      out.append(s.substr(i, n));
+    else if (cp < 0x80)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned>(cp));
+    else
+      out += fmt::format("\\u{{{:04x}}}", static_cast<unsigned>(cp));
+    i += n;
+  }
+  return out;
+}
+
+std::string clip(std::string s, size_t width) {
+  if (width == 0) return {};
+  // Byte offset where each code point starts; text from printable() is
+  // well-formed, anything else counts byte by byte.
+  std::vector<size_t> starts;
+  char32_t cp = 0;
+  for (size_t i = 0; i < s.size() && starts.size() <= width;) {
+    starts.push_back(i);
+    size_t n = utf8_sequence(s, i, cp);
+    i += n ? n : 1;
+  }
+  if (starts.size() <= width) return s;
+  s.resize(starts[width - 1]);
+  return s + "~";
+}
+
+std::string base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()),
+                          static_cast<int>(bytes.size()));
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+}  // namespace rlock::output

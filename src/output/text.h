@@ -1,0 +1,42 @@
+#pragma once
+/// Text that reaches a terminal or a JSON document. Anything read from Redis
+/// (names, owners, hosts, commands, ids, audit records, error messages that
+/// quote key names) may have been written by anyone who can write the lock's
+/// keys, so it is never printed raw.
+
+#include <string>
+#include <string_view>
+
+namespace rlock::output {
+
+/// Length of the well-formed UTF-8 sequence at s[i] (1 to 4), storing its
+/// code point in `cp`; 0 if the bytes there are not well-formed UTF-8
+/// (stray continuation bytes, overlong forms, surrogates, beyond U+10FFFF,
+/// truncated sequences).
+size_t utf8_sequence(std::string_view s, size_t i, char32_t& cp);
+
+/// True if `s` is well-formed UTF-8 throughout.
+bool valid_utf8(std::string_view s);
+
+/// True for code points a terminal acts on or that reorder what is shown:
+/// C0 controls, DEL, C1 controls (U+0080-U+009F, which some terminals take
+/// as CSI/OSC introducers) and the bidirectional marks and overrides
+/// (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), plus the line and
+/// paragraph separators U+2028-U+2029.
+bool is_unsafe_code_point(char32_t cp);
+
+/// The one sanitiser for text shown on a terminal: every unsafe code point
+/// becomes a visible escape (\x1b for C0 and DEL, \u{202e} for the others),
+/// and every byte that is not well-formed UTF-8 becomes \xNN. The result is
+/// valid UTF-8, one line, and cannot move the cursor, retitle the window or
+/// reverse the text around it.
+std::string printable(std::string_view s);
+
+/// `s` shortened to at most `width` code points (the last one a '~' when it
+/// was cut), never splitting a UTF-8 sequence; meant for printable() text.
+std::string clip(std::string s, size_t width);
+
+/// Standard base64 (RFC 4648, with padding).
+std::string base64(std::string_view bytes);
+
+}  // namespace rlock::output

@@ -1,0 +1,156 @@
+#!/usr/bin/env bats
+# Data in Redis is not trusted: whoever may write a lock's keys can forge
+# records, leases, audit entries and key names. status and every message must
+# survive them: no crash, no escape sequence reaching the terminal, a broken
+# lock listed as such without hiding the others, JSON that is always valid.
+
+load helpers
+
+# member NAME: the (hashed) holder member of lock NAME's exclusive set.
+member() {
+  rcli ZRANGE "rlock:{$1}:h" 0 0
+}
+
+# no_raw_controls FILE: fails if FILE holds ESC, BEL, a C1 control (raw byte
+# or UTF-8) or a bidi override.
+# Leaves $output alone.
+no_raw_controls() {
+  local found
+  found="$("$PYTHON" - "$1" <<'EOF2'
+import re, sys
+data = open(sys.argv[1], "rb").read()
+bad = re.findall(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]", data)
+print(bad if bad else "")
+EOF2
+)"
+  if [[ -n "$found" ]]; then
+    batslib_print_kv_single_or_multi 6 file "$1" found "$found" |
+      batslib_decorate "raw control characters reach the terminal" | fail
+  fi
+}
+
+@test "hostile data: a forged infinite lease and an absurd since do not crash status" {
+  rl 0 acquire forged-lease -t 60s
+  local m
+  m="$(member forged-lease)"
+  rcli ZADD 'rlock:{forged-lease}:h' +inf "$m" >/dev/null
+  rcli HSET 'rlock:{forged-lease}:i' "$m" $'99999999999999999999\n-9223372036854775808\nexclusive\n1\n5:owner4:host2:-13:cmd' >/dev/null
+  rl 0 status forged-lease
+  assert_line --partial 'owner'
+  rl 0 status
+  assert_line --regexp '^forged-lease +exclusive'
+  rl 0 status forged-lease --json
+  assert_json
+  # Clamped: never negative, never wrapped.
+  assert_equal "$(json 'd["holders"][0]["age_ms"] >= 0 and d["holders"][0]["ttl_ms"] > 0')" true
+  assert_equal "$(json 'd["holders"][0]["pid"]')" 0
+}
+
+@test "hostile data: a foreign key at a lock's name is listed as broken, not fatal" {
+  rl 0 acquire good-one -t 60s
+  rl 0 acquire good-two -t 60s
+  # A string where the lock's meta hash should be.
+  rcli SET 'rlock:{foreign}:m' 'not a hash' >/dev/null
+  rl 0 status
+  assert_line --regexp '^foreign +broken .*WRONGTYPE'
+  assert_line --regexp '^good-one +exclusive +1 '
+  assert_line --regexp '^good-two +exclusive +1 '
+  rl 0 status --json
+  assert_json
+  assert_equal "$(json '[l["name"] for l in d["locks"]]')" '["good-one", "good-two"]'
+  assert_equal "$(json '[b["name"] for b in d["broken"]]')" '["foreign"]'
+  # Asked for by name, it is an error (76) on one line.
+  rl 76 status foreign
+  assert_equal "${#stderr_lines[@]}" 1
+}
+
+@test "hostile data: escape sequences in a key name never reach the terminal" {
+  local name=$'\e]0;pwned\a\e[2J\xc2\x9b31m'
+  rcli SET "rlock:{$name}:m" x >/dev/null
+  # The error line quotes the key: escaped.
+  rl 76 status "$name"
+  printf '%s' "$stderr" >"$BATS_TEST_TMPDIR/err"
+  no_raw_controls "$BATS_TEST_TMPDIR/err"
+  assert_stderr --partial '\x1b]0;pwned\x07\x1b[2J\u{009b}31m'
+  # And the listing row that reports it broken.
+  rl 0 status
+  printf '%s' "$output" >"$BATS_TEST_TMPDIR/out"
+  no_raw_controls "$BATS_TEST_TMPDIR/out"
+}
+
+@test "hostile data: C1 controls and bidi overrides in a forged record are shown escaped" {
+  rl 0 acquire forged-record -t 60s
+  local m owner=$'mallory\xc2\x9b2J\xe2\x80\xaetxt.exe' mode=$'exclusive\e[31m'
+  local command=$'rm -rf /\xe2\x81\xa6 # \xe2\x81\xa9'
+  m="$(member forged-record)"
+  local blob
+  # Netstring lengths count bytes, not characters.
+  blob="$(printf '%s' "$owner" | wc -c):${owner}4:host2:42$(printf '%s' "$command" | wc -c):${command}"
+  rcli HSET 'rlock:{forged-record}:i' "$m" "1"$'\n'"$(($(date +%s) * 1000))"$'\n'"$mode"$'\n'"60000"$'\n'"$blob" >/dev/null
+  rl 0 status forged-record
+  printf '%s' "$output" >"$BATS_TEST_TMPDIR/out"
+  no_raw_controls "$BATS_TEST_TMPDIR/out"
+  # The owner column is clipped to 20 characters, the command is not.
+  assert_output --partial 'mallory\u{009b}2J\u~'
+  assert_output --partial 'rm -rf /\u{2066} # \u{2069}'
+  rl 0 status
+  printf '%s' "$output" >"$BATS_TEST_TMPDIR/out"
+  no_raw_controls "$BATS_TEST_TMPDIR/out"
+  # JSON keeps the exact characters (as \u escapes), still valid.
+  rl 0 status forged-record --json
+  assert_json
+  printf '%s' "$output" >"$BATS_TEST_TMPDIR/json"
+  no_raw_controls "$BATS_TEST_TMPDIR/json"
+  assert_equal "$(json 'd["holders"][0]["owner"] == "mallory\u009b2J\u202etxt.exe"')" true
+}
+
+@test "hostile data: --json keeps names that are not UTF-8 apart, and they round-trip" {
+  rl 0 acquire $'bin\xff' -t 60s
+  rl 0 acquire $'bin\xfe' -t 60s
+  rl 0 acquire 'plain' -t 60s
+  rl 0 status --json
+  assert_json
+  run "$PYTHON" -c '
+import base64, json, sys
+locks = json.load(sys.stdin)["locks"]
+raw = sorted(base64.b64decode(l["name_b64"]) for l in locks if "name_b64" in l)
+print(raw, [l["name"] for l in locks if "name_b64" not in l])
+' <<<"$output"
+  assert_output "[b'bin\\xfe', b'bin\\xff'] ['plain']"
+  # A decoded name names the same lock again.
+  rl 0 status $'bin\xff' --json
+  assert_equal "$(json 'd["name_b64"]')" "$(printf 'bin\xff' | base64)"
+}
+
+@test "hostile data: a fence counter that is not an integer fails cleanly and writes nothing" {
+  rcli SET 'rlock:{bad-fence}:f' 'not a number' >/dev/null
+  rl 76 acquire bad-fence
+  # Nothing else was written: no meta key left without an expiry.
+  assert_equal "$(lock_keys)" 'rlock:{bad-fence}:f'
+  assert_stderr --partial 'fence counter'
+  # Once the counter is repaired, the lock works.
+  rcli SET 'rlock:{bad-fence}:f' 7 >/dev/null
+  rl 0 acquire bad-fence --json
+  assert_equal "$(json 'd["fence"]')" 8
+}
+
+@test "status: semaphore holders are labelled semaphore" {
+  rl 0 acquire pool -l 3
+  rl 0 acquire pool -l 3 --json
+  local acquired="$output"
+  rl 0 status pool
+  assert_line --index 0 --partial 'held (semaphore/3), 2 holders'
+  assert_line --regexp '^  [0-9a-f]{8}  semaphore '
+  refute_output --partial 'exclusive'
+  rl 0 status pool --json
+  assert_equal "$(json '[h["mode"] for h in d["holders"]]')" '["semaphore", "semaphore"]'
+  output="$acquired"
+  assert_equal "$(json 'd["mode"]')" semaphore
+}
+
+@test "waiting line: says how long the holder has held the lock, by the server's clock" {
+  rl 0 acquire aged -t 60s
+  sleep 1.5
+  rl 75 -v acquire aged -w 0.3s
+  assert_stderr --regexp "held by .* since (1\.[5-9]|[2-9](\.[0-9])?)s ago"
+}

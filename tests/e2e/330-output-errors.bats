@@ -1,0 +1,60 @@
+#!/usr/bin/env bats
+# stdout that cannot be written (a full disk, a closed descriptor) is an
+# error for every command; `acquire` then releases the lock it took, since
+# nobody received its token.
+
+load helpers
+
+# rl_redirected EXPECTED REDIRECTION ARGS...: like rl, with stdout redirected
+# by the shell (">/dev/full", ">&-").
+rl_redirected() {
+  local expected="$1" redirection="$2"
+  shift 2
+  run --separate-stderr timeout -k 5 "$RL_TIMEOUT" bash -c "exec \"\$0\" \"\$@\" $redirection" "$RLOCK" "$@"
+  _rl_check "$expected" "rlock $* $redirection"
+}
+
+@test "output errors: acquire into a full disk fails and leaves the lock free" {
+  rl_redirected 70 '>/dev/full' acquire full-disk -t 60s
+  assert_stderr --regexp '^rlock: error: cannot write to standard output: No space left on device$'
+  rl 1 status full-disk
+  # Free: another acquire gets it at once.
+  rl 0 acquire full-disk -n
+}
+
+@test "output errors: acquire --json into a full disk fails and leaves the lock free" {
+  rl_redirected 70 '>/dev/full' acquire full-json --json -t 60s
+  rl 1 status full-json
+}
+
+@test "output errors: acquire with stdout closed fails and leaves the lock free" {
+  rl_redirected 70 '>&-' acquire closed-out -t 60s
+  assert_stderr --partial 'cannot write to standard output: Bad file descriptor'
+  rl 1 status closed-out
+  # Nothing was sent to Redis on the descriptor stdout would have had.
+  assert_equal "$(lock_keys)" 'rlock:{closed-out}:f'
+}
+
+@test "output errors: status with stdout closed or full is an error" {
+  rl 0 acquire shown -t 60s
+  rl_redirected 70 '>&-' status
+  assert_stderr --partial 'cannot write to standard output'
+  rl_redirected 70 '>&-' status shown
+  rl_redirected 70 '>/dev/full' status --json
+  rl_redirected 70 '>/dev/full' status shown
+}
+
+@test "output errors: renew, release and release --force report a failed write" {
+  rl 0 acquire written -t 60s
+  local token="$output"
+  rl_redirected 70 '>/dev/full' --json renew written --token "$token"
+  rl_redirected 70 '>/dev/full' release written --force
+  rl 0 acquire written -t 60s
+  token="$output"
+  rl_redirected 70 '>/dev/full' --json release written --token "$token"
+  # Text renew and release print nothing, so nothing can fail.
+  rl 0 acquire written -t 60s
+  token="$output"
+  rl_redirected 0 '>/dev/full' renew written --token "$token"
+  rl_redirected 0 '>/dev/full' release written --token "$token"
+}
