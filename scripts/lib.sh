@@ -13,6 +13,9 @@ RLOCK_PACKAGES=(
   util-linux python3-redis
   # style, man page, benchmarks, packaging, completions
   clang-format groff hyperfine dpkg-dev file bash-completion zsh fish
+  # proof harness: libFuzzer and clang-tidy (clang 16: Debian 12's clang 14
+  # cannot compile libstdc++'s <expected>), ThreadSanitizer's gcc runtime
+  clang-16 libclang-rt-16-dev clang-tidy-16 libtsan2
 )
 
 # Prints the packages from the arguments that dpkg does not report as installed.

@@ -137,6 +137,7 @@ Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& 
 /// Replaces rlock with the command: the enclosing run supervises it.
 int exec_in_place(const std::vector<std::string>& argv) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::signal(SIGPIPE, SIG_DFL);  // ignored by rlock; must not leak into the command

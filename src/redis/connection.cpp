@@ -84,7 +84,7 @@ struct Connection::Impl {
       return std::unexpected(sent.error());
     }
     std::vector<Reply> replies;
-    std::array<char, 16 * 1024> buffer;
+    std::array<char, std::size_t{16} * 1024> buffer;
     while (replies.size() < count) {
       auto reply = reader.next();
       if (!reply)

@@ -90,7 +90,11 @@ std::string format_duration(Millis d) {
   if (ms < 1000) return out + fmt::format("{}ms", ms);
   if (ms < 60'000) {
     if (ms % 1000 == 0) return out + fmt::format("{}s", ms / 1000);
-    return out + fmt::format("{:.1f}s", static_cast<double>(ms) / 1000);
+    // Exact, not rounded: 1999ms is "1.999s", never "2.0s" (a limit in an
+    // error message must read back as the limit).
+    auto fraction = fmt::format("{:03}", ms % 1000);
+    fraction.erase(fraction.find_last_not_of('0') + 1);
+    return out + fmt::format("{}.{}s", ms / 1000, fraction);
   }
   auto s = ms / 1000;
   if (s >= 3600) out += fmt::format("{}h", s / 3600);

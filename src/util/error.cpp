@@ -13,7 +13,6 @@ ExitStatus exit_status(Error::Code code) {
     case Error::Code::auth:
       return ExitStatus::auth;
     case Error::Code::server:
-      return ExitStatus::server;
     case Error::Code::protocol:
       return ExitStatus::server;
     case Error::Code::busy:

@@ -52,6 +52,15 @@ TEST(Duration, FormatsShortestForm) {
   EXPECT_EQ(format_duration(Millis(61'000)), "1m1s");
 }
 
+// Found by fuzz/duration.cpp: "{:.1f}s" printed 1250ms as "1.2s" and 1999ms
+// as "2.0s", so a limit in an error message did not read back as itself.
+TEST(Duration, FormatsFractionsOfASecondExactly) {
+  EXPECT_EQ(format_duration(Millis(1250)), "1.25s");
+  EXPECT_EQ(format_duration(Millis(1999)), "1.999s");
+  EXPECT_EQ(format_duration(Millis(59'001)), "59.001s");
+  EXPECT_EQ(parse_duration(format_duration(Millis(1999))), Millis(1999));
+}
+
 }  // namespace
 }  // namespace rlock
 
