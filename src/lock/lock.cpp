@@ -207,6 +207,10 @@ Result<redis::Reply> LockClient::run(const std::string& name, std::vector<std::s
   // hammering a server that is busy loading.
   Millis backoff{100};
   for (;;) {
+    // Only a connection that was already open can have gone stale; a fresh
+    // one that fails means the server is out of reach, and trying again at
+    // once would only double the wait for that answer.
+    const bool reused = m_connection.has_value();
     auto conn = connection();
     Result<redis::Reply> reply =
         conn ? (*conn)->eval(lock_script(), keys, args, until) : std::unexpected(conn.error());
@@ -216,7 +220,8 @@ Result<redis::Reply> LockClient::run(const std::string& name, std::vector<std::s
     // drop it, the next call reconnects.
     if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted)
       m_connection.reset();
-    if (error.code == Error::Code::unreachable && !retried_transport && Clock::now() < until) {
+    if (error.code == Error::Code::unreachable && reused && !retried_transport &&
+        Clock::now() < until) {
       retried_transport = true;
       continue;
     }

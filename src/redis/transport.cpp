@@ -1,6 +1,7 @@
 #include "redis/transport.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -18,8 +19,12 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <new>
+#include <optional>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 namespace rlock::redis {
@@ -208,10 +213,26 @@ Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string
   return cannot(Error::Code::unreachable, system_message(error));
 }
 
+/// Asks for the passphrase of an encrypted --key on the terminal, as
+/// OpenSSL's default does, but only when there is a terminal to ask on:
+/// without one (cron, systemd, CI) OpenSSL would fail with a cryptic
+/// "bad decrypt", and `asked_without_terminal` lets us say why instead.
+int passphrase_callback(char* buffer, int size, int writing, void* asked_without_terminal) {
+  const int tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+  if (tty < 0) {
+    *static_cast<bool*>(asked_without_terminal) = true;
+    return -1;
+  }
+  close(tty);
+  return PEM_def_callback(buffer, size, writing, nullptr);
+}
+
+using Context = std::shared_ptr<SSL_CTX>;
+
 /// A TLS context as the options ask: verification on unless --insecure.
 /// Unreadable certificate files are the user's mistake: a usage error.
-Result<std::unique_ptr<SSL_CTX, FreeWith<SSL_CTX_free>>> make_context(const TlsOptions& tls) {
-  std::unique_ptr<SSL_CTX, FreeWith<SSL_CTX_free>> context(SSL_CTX_new(TLS_client_method()));
+Result<Context> make_context(const TlsOptions& tls) {
+  Context context(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
   if (!context) throw std::bad_alloc();
   // Redis speaks TLS 1.2 and 1.3; anything older is broken.
   SSL_CTX_set_min_proto_version(context.get(), TLS1_2_VERSION);
@@ -235,12 +256,45 @@ Result<std::unique_ptr<SSL_CTX, FreeWith<SSL_CTX_free>>> make_context(const TlsO
     if (SSL_CTX_use_certificate_chain_file(context.get(), tls.cert.c_str()) != 1) {
       return cannot_load("TLS client certificate", tls.cert);
     }
-    if (SSL_CTX_use_PrivateKey_file(context.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(context.get()) != 1) {
+    bool asked_without_terminal = false;
+    SSL_CTX_set_default_passwd_cb(context.get(), passphrase_callback);
+    SSL_CTX_set_default_passwd_cb_userdata(context.get(), &asked_without_terminal);
+    const bool loaded =
+        SSL_CTX_use_PrivateKey_file(context.get(), tls.key.c_str(), SSL_FILETYPE_PEM) == 1;
+    SSL_CTX_set_default_passwd_cb_userdata(context.get(), nullptr);
+    if (asked_without_terminal) {
+      ERR_clear_error();
+      return fail(Error::Code::auth,
+                  fmt::format("the TLS client key {} is encrypted and there is no terminal to ask "
+                              "for its passphrase; use a key without a passphrase, readable only "
+                              "by this user",
+                              tls.key));
+    }
+    if (!loaded || SSL_CTX_check_private_key(context.get()) != 1) {
       return cannot_load("TLS client key", tls.key);
     }
   }
   return context;
+}
+
+/// The TLS context for `tls`, made once per process: an encrypted --key
+/// asks for its passphrase once, not again for every connection (the
+/// heartbeat, a reconnection). rlock talks to one server with one set of
+/// options, so one cached context is enough; other options make a new one.
+Result<Context> shared_context(const TlsOptions& tls) {
+  static std::mutex mutex;
+  static std::optional<TlsOptions> cached_options;
+  static Context cached;
+  const auto key = [](const TlsOptions& o) {
+    return std::tie(o.cacert, o.cacertdir, o.cert, o.key, o.insecure);
+  };
+  const std::lock_guard lock(mutex);
+  if (cached && cached_options && key(*cached_options) == key(tls)) return cached;
+  auto made = make_context(tls);
+  if (!made) return made;
+  cached = *made;
+  cached_options = tls;
+  return cached;
 }
 
 }  // namespace
@@ -294,7 +348,7 @@ Result<std::unique_ptr<Transport>> Transport::open(const ConnectOptions& options
 
 Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit& limit) {
   const TlsOptions& tls = options.tls;
-  auto context = make_context(tls);
+  auto context = shared_context(tls);
   if (!context) return std::unexpected(context.error());
   m_ssl.reset(SSL_new(context->get()));
   BIO* bio = BIO_new(socket_bio_method());
@@ -305,6 +359,8 @@ Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit
                         static_cast<std::intptr_t>(m_fd.get())));
   BIO_set_init(bio, 1);
   SSL_set_bio(m_ssl.get(), bio, bio);
+  SSL_set_msg_callback(m_ssl.get(), on_tls_message);
+  SSL_set_msg_callback_arg(m_ssl.get(), this);
 
   // The certificate must name the host we asked for: the --sni name when
   // given (an IP address in the URL, a DNS name in the certificate), else the
@@ -313,6 +369,9 @@ Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit
   const bool ip = is_ip_address(server);
   if (!ip) SSL_set_tlsext_host_name(m_ssl.get(), server.c_str());
   if (!tls.insecure) {
+    // Only subjectAltName counts: the old fallback to the subject's CN lets a
+    // certificate for something else pass, and RFC 6125 deprecates it.
+    SSL_set_hostflags(m_ssl.get(), X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
     const int set = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(m_ssl.get()), server.c_str())
                        : SSL_set1_host(m_ssl.get(), server.c_str());
     if (set != 1) return failure(Error::Code::usage, fmt::format("invalid TLS name {}", server));
@@ -327,8 +386,47 @@ Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit
                   fmt::format("TLS verification failed for {}: certificate verify failed ({})",
                               m_name, X509_verify_cert_error_string(verified)));
     }
-    if (auto waited = ssl_wait(result, limit); !waited) return waited;
+    auto waited = ssl_wait(result, limit);
+    if (!waited) {
+      // A plain-text Redis takes a TLS handshake for a partial command and
+      // waits for the rest, or answers it with an error OpenSSL cannot read
+      // as a record: either way the user's likely mistake is the port.
+      Error error = waited.error();
+      const bool timed_out =
+          error.code == Error::Code::unreachable && Clock::now() >= limit.deadline;
+      const bool garbled = error.message.find("wrong version number") != std::string::npos ||
+                           error.message.find("packet length too long") != std::string::npos ||
+                           error.message.find("record layer failure") != std::string::npos;
+      if (timed_out || garbled) {
+        error.message += fmt::format(
+            " during the TLS handshake (probably not a TLS port: "
+            "is the server speaking plain text on {}?)",
+            options.url.port);
+        if (garbled) error.code = Error::Code::unreachable;
+      }
+      return std::unexpected(error);
+    }
   }
+}
+
+void Transport::on_tls_message(int write_p, int, int content_type, const void* buf, std::size_t len,
+                               SSL*, void* arg) {
+  // A received handshake message of type 13 is a CertificateRequest.
+  constexpr int k_handshake = 22, k_certificate_request = 13;
+  if (write_p == 0 && content_type == k_handshake && len > 0 &&
+      static_cast<const unsigned char*>(buf)[0] == k_certificate_request) {
+    static_cast<Transport*>(arg)->m_certificate_requested = true;
+  }
+}
+
+std::unexpected<Error> Transport::closed(std::string_view reason) const {
+  if (m_ssl && m_certificate_requested && !m_answered) {
+    return failure(Error::Code::auth,
+                   fmt::format("{} right after the TLS handshake, in which it asked for a client "
+                               "certificate: it refused the one from --cert, or its absence",
+                               reason));
+  }
+  return failure(Error::Code::unreachable, reason);
 }
 
 std::unexpected<Error> Transport::failure(Error::Code code, std::string_view reason) const {
@@ -357,15 +455,15 @@ Result<void> Transport::ssl_wait(int result, const TimeLimit& limit) const {
     case SSL_ERROR_WANT_WRITE:
       return wait(POLLOUT, limit);
     case SSL_ERROR_SYSCALL:
-      if (saved_errno != 0) return failure(Error::Code::unreachable, system_message(saved_errno));
+      if (saved_errno != 0) return closed(system_message(saved_errno));
       [[fallthrough]];
     case SSL_ERROR_ZERO_RETURN:
-      return failure(Error::Code::unreachable, "connection closed by the server");
+      return closed("connection closed by the server");
     default:
       break;
   }
   if (ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
-    return failure(Error::Code::unreachable, "connection closed by the server");
+    return closed("connection closed by the server");
   }
   // Anything else is TLS refusing to go on: a rejected client certificate, a
   // server that does not speak TLS, a tampered record.
@@ -406,7 +504,10 @@ Result<std::size_t> Transport::read_some(std::span<char> buffer, const TimeLimit
       ERR_clear_error();
       std::size_t got = 0;
       const int result = SSL_read_ex(m_ssl.get(), buffer.data(), buffer.size(), &got);
-      if (result == 1) return got;
+      if (result == 1) {
+        m_answered = true;
+        return got;
+      }
       if (auto waited = ssl_wait(result, limit); !waited) return std::unexpected(waited.error());
       continue;
     }

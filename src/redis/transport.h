@@ -82,6 +82,11 @@ class Transport {
   /// "cannot connect to URL: reason" before the handshake is done, then
   /// "URL: reason".
   std::unexpected<Error> failure(Error::Code code, std::string_view reason) const;
+  /// A TLS connection closed or reset: an authentication failure when it is
+  /// the server refusing our client certificate, else unreachable.
+  std::unexpected<Error> closed(std::string_view reason) const;
+  static void on_tls_message(int write_p, int version, int content_type, const void* buf,
+                             std::size_t len, SSL* ssl, void* arg);
 
   struct FreeSsl {
     void operator()(SSL* ssl) const;
@@ -91,6 +96,13 @@ class Transport {
   std::string m_name;                   // the redacted URL
   int m_interrupt_fd;
   bool m_connected = false;
+  /// TLS: the server asked for a client certificate during the handshake
+  /// (set by a message callback), and no reply has been read yet. A server
+  /// that refuses the certificate (or its absence) does so after TLS 1.3's
+  /// handshake, and its alert is often lost to the connection reset that
+  /// follows: these two tell that case from an unreachable server.
+  bool m_certificate_requested = false;
+  bool m_answered = false;
 };
 
 }  // namespace rlock::redis

@@ -1,0 +1,66 @@
+#!/usr/bin/env bats
+# TLS details: names only from subjectAltName, a rejected client certificate,
+# a plain-text port, an encrypted client key.
+
+load helpers
+
+setup_file() {
+  start_redis
+  # Client certificates required.
+  start_tls_redis yes
+  export REQUIRED_PORT="$TLS_PORT"
+  # A server certificate whose only name is its CN (no subjectAltName).
+  (
+    set -e
+    cd "$TLS_DIR"
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout nosan.key -out nosan.csr -subj /CN=localhost
+    printf 'extendedKeyUsage=serverAuth\n' >nosan.ext
+    openssl x509 -req -in nosan.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile nosan.ext -out nosan.pem
+    # The client key, encrypted with a passphrase.
+    openssl pkey -in client.key -aes256 -passout pass:s3cret -out client-encrypted.key
+  ) >"$BATS_FILE_TMPDIR/openssl.log" 2>&1
+  local dir port
+  dir="$(_redis_dir)"
+  port="$(free_port)"
+  _launch_redis "$dir" --port 0 --tls-port "$port" \
+    --tls-cert-file "$TLS_DIR/nosan.pem" --tls-key-file "$TLS_DIR/nosan.key" \
+    --tls-ca-cert-file "$TLS_DIR/ca.pem" --tls-auth-clients no
+  export NOSAN_PORT="$port"
+}
+
+setup() {
+  :
+}
+
+@test "tls: a certificate naming the host only in its CN is refused (77)" {
+  rl 77 -u "rediss://localhost:$NOSAN_PORT" --cacert "$TLS_DIR/ca.pem" acquire x -n
+  assert_stderr --partial 'TLS verification failed'
+  # The same certificate is fine when verification is off: only the name is at fault.
+  rl 0 -u "rediss://localhost:$NOSAN_PORT" --insecure status
+}
+
+@test "tls: a server that rejects the missing client certificate is an authentication failure (77)" {
+  # Its alert often loses the race against the connection reset: every time
+  # must be 77, not "connection reset" 69.
+  local round
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    rl 77 -u "rediss://127.0.0.1:$REQUIRED_PORT" --cacert "$TLS_DIR/ca.pem" acquire x -n
+    assert_stderr --regexp '^rlock: error: .*certificate'
+  done
+}
+
+@test "tls: rediss:// against a plain-text port says it is probably not a TLS port" {
+  rl 69 -u "rediss://127.0.0.1:$REDIS_PORT" --insecure --connect-timeout 1s acquire x -n
+  assert_stderr --partial 'probably not a TLS port'
+}
+
+@test "tls: an encrypted --key without a terminal is refused with a clear message (77)" {
+  # setsid: no controlling terminal, as under cron or systemd.
+  run --separate-stderr timeout -k 5 "$RL_TIMEOUT" setsid -w "$RLOCK" \
+    -u "rediss://127.0.0.1:$REQUIRED_PORT" --cacert "$TLS_DIR/ca.pem" \
+    --cert "$TLS_DIR/client.pem" --key "$TLS_DIR/client-encrypted.key" acquire x -n
+  _rl_check 77 "rlock (setsid) acquire with an encrypted key"
+  assert_stderr "rlock: error: the TLS client key $TLS_DIR/client-encrypted.key is encrypted and there is no terminal to ask for its passphrase; use a key without a passphrase, readable only by this user"
+}
