@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "util/percent.h"
 #include "util/token.h"
 
 namespace rlock::lock {
@@ -25,38 +26,21 @@ Result<void> validate_prefix(std::string_view prefix) {
   return {};
 }
 
+namespace {
+/// Braces would move the hash tag; `%` is always escaped by percent::encode.
+bool needs_escape(char c) {
+  return c == '{' || c == '}';
+}
+}  // namespace
+
 std::string escape_name(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (char c : name) {
-    if (c == '%' || c == '{' || c == '}')
-      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
-    else
-      out += c;
-  }
-  return out;
+  return percent::encode(name, needs_escape);
 }
 
 std::optional<std::string> unescape_name(std::string_view escaped) {
-  std::string out;
-  for (size_t i = 0; i < escaped.size(); ++i) {
-    if (escaped[i] != '%') {
-      out += escaped[i];
-      continue;
-    }
-    if (i + 2 >= escaped.size()) return std::nullopt;
-    auto code = escaped.substr(i + 1, 2);
-    if (code == "25")
-      out += '%';
-    else if (code == "7B")
-      out += '{';
-    else if (code == "7D")
-      out += '}';
-    else
-      return std::nullopt;
-    i += 2;
-  }
-  return out;
+  // Strict: only what escape_name produces, so that two key names never
+  // decode to the same lock name.
+  return percent::decode(escaped, needs_escape);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "util/number.h"
+#include "util/percent.h"
 
 namespace rlock::redis {
 namespace {
@@ -15,40 +16,12 @@ bool is_unreserved(char c) {
          c == '.' || c == '_' || c == '~';
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+bool needs_escape(char c) {
+  return !is_unreserved(c);
 }
 
-std::optional<std::string> percent_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const int high = hex_value(text[i + 1]);
-    const int low = hex_value(text[i + 2]);
-    if (high < 0 || low < 0) return std::nullopt;
-    out += static_cast<char>(high * 16 + low);
-    i += 2;
-  }
-  return out;
-}
-
-std::string percent_encode(std::string_view text, bool keep_slash) {
-  std::string out;
-  for (const char c : text) {
-    if (is_unreserved(c) || (keep_slash && c == '/')) {
-      out += c;
-    } else {
-      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
-    }
-  }
-  return out;
+bool needs_escape_in_path(char c) {
+  return !is_unreserved(c) && c != '/';
 }
 
 /// Digits only (no sign, no spaces), within [min, max]: the project's one
@@ -83,11 +56,11 @@ std::string redact_text(std::string_view text) {
 /// an empty part counts as absent (`redis://:secret@host` has no user).
 bool parse_userinfo(std::string_view info, Url& url) {
   const std::size_t colon = info.find(':');
-  auto user = percent_decode(info.substr(0, colon));
+  auto user = percent::decode(info.substr(0, colon));
   if (!user) return false;
   if (!user->empty()) url.user = std::move(*user);
   if (colon == std::string_view::npos) return true;
-  auto password = percent_decode(info.substr(colon + 1));
+  auto password = percent::decode(info.substr(colon + 1));
   if (!password) return false;
   if (!password->empty()) url.password = std::move(*password);
   return true;
@@ -130,7 +103,7 @@ const char* parse_tcp(std::string_view rest, Url& url) {
 /// `/path[?db=N]` after `unix://`.
 const char* parse_unix(std::string_view rest, Url& url) {
   const std::size_t query = rest.find('?');
-  const auto path = percent_decode(rest.substr(0, query));
+  const auto path = percent::decode(rest.substr(0, query));
   if (!path || !path->starts_with('/') || path->size() < 2) return "missing socket path";
   url.path = *path;
   if (query == std::string_view::npos) return nullptr;
@@ -146,10 +119,10 @@ const char* parse_unix(std::string_view rest, Url& url) {
 
 std::string Url::redacted() const {
   if (scheme == Scheme::unix_socket) {
-    return db == 0 ? fmt::format("unix://{}", percent_encode(path, true))
-                   : fmt::format("unix://{}?db={}", percent_encode(path, true), db);
+    return db == 0 ? fmt::format("unix://{}", percent::encode(path, needs_escape_in_path))
+                   : fmt::format("unix://{}?db={}", percent::encode(path, needs_escape_in_path), db);
   }
-  const std::string who = user ? percent_encode(*user, false) + "@" : "";
+  const std::string who = user ? percent::encode(*user, needs_escape) + "@" : "";
   const bool ipv6 = host.find(':') != std::string::npos;
   return fmt::format("{}://{}{}{}{}:{}/{}", scheme == Scheme::tls ? "rediss" : "redis", who,
                      ipv6 ? "[" : "", host, ipv6 ? "]" : "", port, db);

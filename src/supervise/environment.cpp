@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "redis/url.h"
+#include "util/percent.h"
 #include "util/token.h"
 
 extern char** environ;
@@ -27,42 +28,10 @@ bool is_hold_variable(std::string_view name) {
          name == k_held_variable;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/// `%` and `,` as %25 and %2C: the list separator never occurs in a name.
-std::string encode_name(std::string_view name) {
-  std::string out;
-  for (char c : name) {
-    if (c == '%') {
-      out += "%25";
-    } else if (c == ',') {
-      out += "%2C";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> decode_name(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
+/// `,` separates the list, so it never occurs in a name (nor does `%`,
+/// always escaped by percent::encode).
+bool needs_escape(char c) {
+  return c == ',';
 }
 
 }  // namespace
@@ -71,7 +40,7 @@ std::string format_held(const std::vector<HeldLock>& held) {
   std::string out;
   for (const auto& h : held) {
     if (!out.empty()) out += ',';
-    out += h.id + ":" + encode_name(h.name);
+    out += h.id + ":" + percent::encode(h.name, needs_escape);
   }
   return out;
 }
@@ -84,7 +53,7 @@ std::vector<HeldLock> parse_held(std::string_view value) {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     auto colon = entry.find(':');
     if (colon == 0 || colon == std::string_view::npos) continue;
-    auto name = decode_name(entry.substr(colon + 1));
+    auto name = percent::decode(entry.substr(colon + 1));
     if (!name || name->empty()) continue;
     out.push_back({std::string(entry.substr(0, colon)), std::move(*name)});
   }
