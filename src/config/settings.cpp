@@ -97,10 +97,15 @@ Result<std::string> read_trusted_file(const std::string& path, std::string_view 
   auto cannot = [&](const std::string& why) {
     return fail(unreadable, fmt::format("cannot read {} '{}': {}", what, path, why));
   };
-  supervise::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  // O_NONBLOCK: opening a FIFO nobody writes to would block forever. It is
+  // cleared before reading, so `--config <(generate)` still waits for data.
+  supervise::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) return cannot(std::strerror(errno));
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return cannot(std::strerror(errno));
+  if (int flags = fcntl(fd.get(), F_GETFL);
+      flags < 0 || fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0)
+    return cannot(std::strerror(errno));
   if (S_ISDIR(st.st_mode)) return cannot("it is a directory");
   if (st.st_uid != 0 && st.st_uid != geteuid())
     return fail(Error::Code::config,

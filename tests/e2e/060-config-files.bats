@@ -109,3 +109,11 @@ connect-timeout = 3s # generous")"
   rl_usage_error -u "rediss://127.0.0.1:$closed" --insecure --cacert /etc/ssl/certs/ca-certificates.crt status x
   assert_stderr --partial -- '--cacert'
 }
+
+@test "config: a FIFO nobody writes to does not hang; a process substitution works" {
+  local fifo="$BATS_TEST_TMPDIR/fifo"
+  mkfifo -m 600 "$fifo"
+  RL_TIMEOUT=5 rl 1 --config "$fifo" status fifo-free
+  rl 0 acquire fifo-held
+  RLOCK_URL='' rl 0 --config <(echo "url = $RLOCK_URL") status fifo-held
+}
