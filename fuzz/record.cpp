@@ -2,11 +2,11 @@
 // blob being netstrings of the holder's identity) and the audit list, which
 // status, list and the eviction reports apply to whatever the server stored
 // (src/lock/record.h).
+#include "lock/record.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-
-#include "lock/record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

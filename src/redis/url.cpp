@@ -119,8 +119,9 @@ const char* parse_unix(std::string_view rest, Url& url) {
 
 std::string Url::redacted() const {
   if (scheme == Scheme::unix_socket) {
-    return db == 0 ? fmt::format("unix://{}", percent::encode(path, needs_escape_in_path))
-                   : fmt::format("unix://{}?db={}", percent::encode(path, needs_escape_in_path), db);
+    return db == 0
+               ? fmt::format("unix://{}", percent::encode(path, needs_escape_in_path))
+               : fmt::format("unix://{}?db={}", percent::encode(path, needs_escape_in_path), db);
   }
   const std::string who = user ? percent::encode(*user, needs_escape) + "@" : "";
   const bool ipv6 = host.find(':') != std::string::npos;
