@@ -152,5 +152,5 @@ print(raw, [l["name"] for l in locks if "name_b64" not in l])
   rl 0 acquire aged -t 60s
   sleep 1.5
   rl 75 -v acquire aged -w 0.3s
-  assert_stderr --regexp "held by .* since (1\.[5-9]|[2-9](\.[0-9])?)s ago"
+  assert_stderr --regexp "held by .* since (1\.[5-9][0-9]*|[2-9](\.[0-9]+)?)s ago"
 }
