@@ -54,7 +54,7 @@ Result<Layer> read_config_file(const std::string& path);
 
 /// The most rlock reads from a config, password or token file: far more
 /// than any real one, and a bound for `--config /dev/zero`.
-inline constexpr std::size_t k_max_file_size = 64 * 1024;
+inline constexpr std::size_t k_max_file_size = std::size_t{64} * 1024;
 
 /// Reads a file that configures secrets (config, password, token file), at
 /// most k_max_file_size bytes. `what` names it in messages ("config file").

@@ -193,6 +193,10 @@ struct OnExit {
   F function;
   ~OnExit() { function(); }
 };
+// Spelled out: clang 16 (the fuzz and clang-tidy builds) does not deduce
+// template arguments of aggregates yet.
+template <class F>
+OnExit(F) -> OnExit<F>;
 
 }  // namespace
 

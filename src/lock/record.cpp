@@ -98,7 +98,7 @@ std::vector<AuditView> parse_audit(std::string_view text, std::int64_t now, std:
   auto list = parse_netstrings(text);
   if (!list) return entries;
   // Older than this, an entry is history the script drops at the next force.
-  constexpr std::int64_t k_audit_ms = 24 * 3600 * 1000;
+  constexpr std::int64_t k_audit_ms = std::int64_t{24} * 3600 * 1000;
   for (const auto& entry : *list) {
     auto fields = parse_netstrings(entry);
     if (!fields || fields->size() < 3) continue;

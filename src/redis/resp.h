@@ -27,9 +27,9 @@ struct ReplyLimits {
   /// Elements of all arrays in one reply, nesting included.
   std::size_t max_elements = 1'000'000;
   /// Bytes of all bulk strings in one reply.
-  std::size_t max_bulk_bytes = 64 * 1024 * 1024;
+  std::size_t max_bulk_bytes = std::size_t{64} * 1024 * 1024;
   /// One status, error or integer line (and any header line).
-  std::size_t max_line = 1024 * 1024;
+  std::size_t max_line = std::size_t{1024} * 1024;
 };
 
 /// Decodes a stream of RESP bytes into replies, one at a time.

@@ -13,7 +13,7 @@ std::string sha1_hex(std::string_view text) {
     throw std::runtime_error("SHA1 is not available from OpenSSL");
   static constexpr char k_digits[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(length * 2);
+  hex.reserve(std::size_t{length} * 2);
   for (unsigned int i = 0; i < length; ++i) {
     hex += k_digits[digest[i] >> 4];
     hex += k_digits[digest[i] & 0xf];
