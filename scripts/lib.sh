@@ -10,7 +10,7 @@ RLOCK_PACKAGES=(
   build-essential cmake pkg-config libhiredis-dev libfmt-dev libssl-dev libcli11-dev
   # unit and end-to-end tests
   libgtest-dev bats bats-assert bats-support redis-server redis-tools openssl procps
-  util-linux python3-redis
+  util-linux python3-redis parallel
   # style, man page, benchmarks, packaging, completions
   clang-format groff hyperfine dpkg-dev file bash-completion zsh fish
   # proof harness: libFuzzer and clang-tidy (clang 16: Debian 12's clang 14

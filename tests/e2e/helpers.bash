@@ -21,7 +21,9 @@ PYTHON=/usr/bin/python3
 if [[ -z "${RLOCK_E2E_CLEAN_ENV:-}" ]]; then
   unset RLOCK_URL REDIS_URL RLOCK_PREFIX RLOCK_PASSWORD REDISCLI_AUTH RLOCK_CONFIG \
     RLOCK_CONNECT_TIMEOUT XDG_CONFIG_HOME
-  export HOME="$BATS_RUN_TMPDIR/home"
+  # One home per file: suites run side by side (bats --jobs), and one that
+  # writes a config file there must not change what another one reads.
+  export HOME="$BATS_FILE_TMPDIR/home"
   mkdir -p "$HOME"
   export RLOCK_E2E_CLEAN_ENV=1
 fi
