@@ -290,14 +290,19 @@ Result<Child> Child::spawn(const Launch& launch) {
   if (guardian == 0) guard(guard_read.get(), kill_after_ns, first_deadline);
   guard_read.reset();
 
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
+  // A failure after the guardian started: the unstarted Child owns the
+  // guardian, so its destructor dismisses it.
+  auto abandon = [&](const char* what) -> Result<Child> {
     int err = errno;
     Child unstarted(-1, false);
     unstarted.m_guardian_pid = guardian;
     unstarted.m_guardian_pipe = std::move(guard_write);
     unstarted.m_wait_status = 0;
-    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(err));
+    return fail(Error::Code::internal, std::string(what) + ": " + std::strerror(err));
+  };
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return abandon("pipe");
   }
   Fd report_read(fds[0]), report_write(fds[1]);
   const Exec exec{path->c_str(),      argv.data(),       sh_argv.data(),
@@ -305,12 +310,7 @@ Result<Child> Child::spawn(const Launch& launch) {
                   report_write.get(), guard_write.get(), launch.take_terminal};
   pid_t pid = fork();
   if (pid < 0) {
-    int err = errno;
-    Child unstarted(-1, false);
-    unstarted.m_guardian_pid = guardian;
-    unstarted.m_guardian_pipe = std::move(guard_write);
-    unstarted.m_wait_status = 0;
-    return fail(Error::Code::internal, std::string("fork: ") + std::strerror(err));
+    return abandon("fork");
   }
   if (pid == 0) exec_child(exec);
   // Also set in the parent, so that signal_group() works even before the
