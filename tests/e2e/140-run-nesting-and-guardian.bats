@@ -15,9 +15,13 @@ teardown() {
   if [[ -s "$M/grandchild" ]]; then kill -KILL "$(cat "$M/grandchild")" 2>/dev/null || true; fi
 }
 
-# gone PID: true when PID is no running process (absent, or a zombie).
+# gone PID: true when PID is no running process (absent, a zombie, or dead).
+# One look at its state, so a zombie reaped between two looks is not taken
+# for a live process.
 gone() {
-  ! kill -0 "$1" 2>/dev/null || [[ "$(ps -o stat= -p "$1" 2>/dev/null)" == Z* ]]
+  local state
+  state="$(ps -o stat= -p "$1" 2>/dev/null)" || true
+  [[ -z "$state" || "$state" == Z* || "$state" == X* ]]
 }
 
 # --- nesting ------------------------------------------------------------------
@@ -70,7 +74,11 @@ acquire_after_kill() {
   kill -KILL "$(cat "$M/job.pid")" 2>/dev/null || true
   for ((i = 0; i < 100; i++)); do
     if "$RLOCK" acquire -n -t 5s "$1" >/dev/null 2>&1; then
-      gone "$grandchild" || fail "the grandchild still runs after the lock was taken again"
+      if ! gone "$grandchild"; then
+        fail "the grandchild still runs after the lock was taken again:" \
+          "$(ps -o pid,ppid,pgid,stat,wchan:20,comm -p "$grandchild" 2>&1)" \
+          "guardians: $(pgrep -a -x rlock-guard 2>&1)"
+      fi
       bg_wait job 137 5
       return 0
     fi
