@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "backend/target.h"
 #include "lock/keys.h"
 #include "output/render.h"
 #include "output/text.h"
@@ -42,7 +43,10 @@ Result<lock::LockClient> Context::client() {
   if (!settings) return std::unexpected(settings.error());
   for (const auto& w : settings->warnings) warn("warning: " + w);
   m_show_command = settings->show_command;
-  return lock::LockClient(settings->servers.front(), settings->prefix);
+  backend::Target target;
+  target.server = settings->servers.front();
+  target.prefix = settings->prefix;
+  return lock::LockClient(backend::make_backend(std::move(target)));
 }
 
 void Context::verbose(const std::string& line) const {

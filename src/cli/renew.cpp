@@ -30,7 +30,7 @@ Action register_renew(CLI::App& app, Context& context) {
     auto client = context.client();
     if (!client) return report(client.error());
     auto renewed =
-        client->renew(o->name, **token, *ttl, Clock::now() + client->options().command_timeout);
+        client->renew(o->name, **token, *ttl, Clock::now() + client->backend().command_timeout());
     if (!renewed) return report(renewed.error());
     if (auto printed = output::print_renewed(o->name, *renewed, context.global.json); !printed)
       return report(printed.error());

@@ -193,7 +193,7 @@ std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
     if (granted.acquired - before > timing.renew_interval) {
       auto sent = Clock::now();
       auto renewed = client.renew(name, granted.grant.token, timing.ttl,
-                                  sent + client.options().command_timeout);
+                                  sent + client.backend().command_timeout());
       if (!renewed && renewed.error().code == Error::Code::not_owner) {
         // The lease ran out between the grant and this renewal (a slow
         // network right after the wait): nothing ran under it, so go back
@@ -233,8 +233,8 @@ void give_back(Context& context, lock::LockClient& client, const std::string& na
                const Hold& hold, const Timing& timing) {
   auto left = supervise::min_hold_left(hold.acquired, Clock::now(), timing);
   if (left > Millis(0)) {
-    auto kept =
-        client.renew(name, hold.grant.token, left, Clock::now() + client.options().command_timeout);
+    auto kept = client.renew(name, hold.grant.token, left,
+                             Clock::now() + client.backend().command_timeout());
     if (kept) {
       context.verbose(
           fmt::format("keeping lock '{}' for {} more (--min-hold)", name, format_duration(left)));
@@ -278,8 +278,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     release_now();
     return report(signals.error());
   }
-  auto heartbeat = supervise::Heartbeat::start(
-      {client.options(), client.prefix(), name, hold.grant.token}, timing, hold.confirmed);
+  auto heartbeat = supervise::Heartbeat::start({client.backend().clone(), name, hold.grant.token},
+                                               timing, hold.confirmed);
   if (!heartbeat) {
     release_now();
     return report(heartbeat.error());

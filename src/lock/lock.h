@@ -4,87 +4,18 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "redis/connection.h"
+#include "backend/backend.h"
+#include "lock/lock_types.h"
 #include "util/duration.h"
 #include "util/error.h"
 
 namespace rlock::lock {
 
-/// Who holds or waits: shown by status, never used for decisions.
-struct Identity {
-  std::string owner;  // --owner, default user@host
-  std::string host;
-  long pid = 0;
-  std::string command;
-};
-
-struct Request {
-  std::string name;
-  Millis ttl{30'000};
-  bool shared = false;
-  int limit = 1;  // semaphore size; every user of a lock must agree
-  Identity who;
-};
-
-struct Grant {
-  std::string token;
-  std::int64_t fence = 0;
-};
-
-struct HolderView {
-  std::string id;    // short id, never the token
-  std::string mode;  // exclusive, shared or semaphore
-  std::int64_t fence = 0;
-  Identity who;
-  Millis age{0};
-  Millis ttl_left{0};
-};
-
-struct WaiterView {
-  int position = 0;  // 1 = next
-  std::string id;
-  std::string mode;
-  Identity who;
-  Millis waiting{0};
-};
-
-/// One forced release. `by` and `acl_user` are what the forcing client
-/// reported: whoever may write a lock's keys may also write this record.
-struct AuditView {
-  Millis ago{0};
-  Identity by;
-  std::string acl_user;  // the Redis ACL user the client was connected as
-  std::vector<HolderView> evicted;
-};
-
-struct LockView {
-  std::string name;
-  int limit = 1;
-  std::int64_t last_fence = 0;
-  std::vector<HolderView> holders;
-  std::vector<WaiterView> waiters;
-  std::vector<AuditView> forced;  // the last forced releases, newest first
-  /// Set when the lock's keys could not be read as a lock (a foreign key at
-  /// its name, a malformed reply): the server's message. Only list() returns
-  /// such views, so that one broken lock does not hide the others.
-  std::string problem;
-};
-
-/// The answer to one try: held, or busy with our place in the queue.
-struct Attempt {
-  bool acquired = false;
-  std::int64_t fence = 0;
-  int position = 0;  // in the queue; 0 = not queued
-  std::optional<HolderView> holder;
-};
-
-/// How long a waiter's place in the queue lasts without a refresh: a killed
-/// waiter stops blocking the ones behind it after at most this long.
-inline constexpr Millis k_waiter_lease{3000};
 /// A waiter re-checks (and refreshes its lease) this often even without a
 /// notification, so a lost wake-up or a crashed holder never hangs it.
 inline constexpr Millis k_recheck_interval{1000};
@@ -94,13 +25,18 @@ inline constexpr Millis k_recheck_interval{1000};
 /// server lost the queue.
 inline constexpr Millis k_outage_tolerance{30'000};
 
+/// The lock operations on one backend: the protocol (lock/protocol.h) plus
+/// what a client decides between calls (the FIFO wait, giving back a lease
+/// the replicas did not acknowledge).
 class LockClient {
  public:
-  LockClient(redis::ConnectOptions options, std::string prefix);
+  explicit LockClient(std::unique_ptr<backend::Backend> backend);
 
   /// One try: takes the lock if it is free and nobody is queued ahead;
   /// otherwise joins (or refreshes its place in) the queue when `enqueue`,
-  /// or leaves it when not. Default deadline: the command timeout.
+  /// or leaves it when not. Default deadline: the command timeout. A grant
+  /// too few replicas acknowledged is given back at once and reported as
+  /// unreachable, naming how many did.
   Result<Attempt> attempt(const Request& request, const std::string& token, bool enqueue,
                           std::optional<Deadline> deadline = std::nullopt);
 
@@ -113,7 +49,8 @@ class LockClient {
                         const Progress& progress = {}, int interrupt_fd = -1);
 
   /// Extends the lease to `ttl` from now (0: the TTL it was acquired with)
-  /// and returns the new lease; not_owner if the token lost it.
+  /// and returns the new lease; not_owner if the token lost it. A renewal
+  /// too few replicas acknowledged is not confirmed (unreachable).
   Result<Millis> renew(const std::string& name, const std::string& token, Millis ttl,
                        Deadline deadline);
   /// Releases (or leaves the queue); not_owner if the token held nothing.
@@ -125,39 +62,21 @@ class LockClient {
                                                 const std::string& holder_id, const Identity& by);
 
   Result<LockView> status(const std::string& name);
-  /// Every live lock under the prefix, sorted by name (SCAN + pipelining).
+  /// Every live lock under the prefix, sorted by name.
   Result<std::vector<LockView>> list();
 
-  /// The connection, opened on first use and again after a failure; the
-  /// current interrupt fd applies to it.
-  Result<redis::Connection*> connection();
-  const std::string& prefix() const { return m_prefix; }
-  const redis::ConnectOptions& options() const { return m_options; }
+  backend::Backend& backend() { return *m_backend; }
 
  private:
-  /// Runs one operation of the lock script before `deadline` (default: the
-  /// command timeout from now). This is where every lock operation gets its
-  /// retries, so that no caller needs its own: once more on a connection
-  /// lost mid-request (the operations are idempotent by token), and with
-  /// backoff on a transient refusal (LOADING, BUSY, TRYAGAIN, MASTERDOWN),
-  /// never past the deadline. The interrupt fd cuts both short.
-  Result<redis::Reply> run(const std::string& name, std::vector<std::string> args,
-                           std::optional<Deadline> deadline = std::nullopt);
-  /// Makes `fd` the interrupt fd of every step from now on (-1: none).
-  void use_interrupt_fd(int fd);
+  /// Runs `call` on the backend before `deadline` (default: the command
+  /// timeout from now).
+  Result<backend::Outcome> run(const std::string& name, const Call& call,
+                               std::optional<Deadline> deadline = std::nullopt);
   /// An interrupted waiter leaves the queue, briefly and without the
   /// interrupt fd.
   void leave_queue(const std::string& name, const std::string& token);
-  Result<LockView> parse_status(const std::string& name, const redis::Reply& reply) const;
-  /// The Redis ACL user of this connection, for the audit record.
-  std::string acl_user() const;
 
-  redis::ConnectOptions m_options;
-  std::string m_prefix;
-  std::optional<redis::Connection> m_connection;
-  /// Interrupts connecting, commands and retry pauses when readable: the
-  /// options' one, replaced by acquire's for the time of the wait.
-  int m_interrupt_fd = -1;
+  std::unique_ptr<backend::Backend> m_backend;
 };
 
 /// The identity of this process (user@host, host, pid, command line).

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lock/lock.h"
+#include "lock/lock_types.h"
 #include "redis/reply.h"
 #include "util/duration.h"
 #include "util/error.h"

@@ -6,7 +6,7 @@
 namespace rlock::redis {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, ServerError>, 12> k_words{{
+constexpr std::array<std::pair<std::string_view, ServerError>, 13> k_words{{
     {"MOVED", ServerError::moved},
     {"ASK", ServerError::ask},
     {"READONLY", ServerError::readonly},
@@ -19,6 +19,7 @@ constexpr std::array<std::pair<std::string_view, ServerError>, 12> k_words{{
     {"NOSCRIPT", ServerError::noscript},
     {"WRONGTYPE", ServerError::wrongtype},
     {"OOM", ServerError::oom},
+    {"UNBLOCKED", ServerError::unblocked},
 }};
 
 }  // namespace

@@ -24,6 +24,7 @@ enum class ServerError : unsigned char {
   noscript,     // EVALSHA of a script the cache does not hold
   wrongtype,    // a key holds another type
   oom,          // maxmemory reached
+  unblocked,    // a blocked command ended because the server became a replica
   other,        // any other error reply (ERR, script errors, NOPERM, ...)
 };
 

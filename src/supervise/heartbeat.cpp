@@ -52,7 +52,7 @@ Heartbeat::Heartbeat(HeartbeatTarget target, const Timing& timing, Deadline conf
   m_beat.confirmed = confirmed;
   // The stop eventfd also interrupts a connect or a command in flight, so
   // stop() never waits for a slow or frozen server.
-  m_target.server.interrupt_fd = m_stop.get();
+  m_target.backend->set_interrupt_fd(m_stop.get());
 }
 
 Heartbeat::~Heartbeat() {
@@ -90,7 +90,7 @@ bool Heartbeat::sleep_until(Deadline until) const {
 }
 
 void Heartbeat::loop() {
-  lock::LockClient client(m_target.server, m_target.prefix);
+  lock::LockClient client(std::move(m_target.backend));
   Deadline confirmed = m_beat.confirmed;  // only this thread writes it
   Deadline due = next_renewal(confirmed, m_timing);
   int failures = 0;

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "redis/connection.h"
+#include "backend/backend.h"
 #include "supervise/fd.h"
 #include "supervise/timing.h"
 #include "util/error.h"
@@ -30,8 +30,8 @@ struct Beat {
 
 /// Where and what to renew.
 struct HeartbeatTarget {
-  redis::ConnectOptions server;
-  std::string prefix;
+  /// The heartbeat's own backend (its own connections, for its thread).
+  std::unique_ptr<backend::Backend> backend;
   std::string name;
   std::string token;
 };

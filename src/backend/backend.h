@@ -1,0 +1,81 @@
+#pragma once
+/// Where a lock lives, behind one interface: a backend runs one operation
+/// of the lock script on the server responsible for a lock, blocks on a
+/// waiter's wake list, and runs an operation on every lock it holds. It owns
+/// the connections and every retry: reconnecting, riding out a transient
+/// refusal, following a failover. The lock protocol (lock/protocol.h) and
+/// its users (LockClient, the heartbeat, status) never know whether they
+/// talk to one server, a Sentinel-managed master, a Cluster or a quorum.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lock/protocol.h"
+#include "redis/reply.h"
+#include "util/duration.h"
+#include "util/error.h"
+
+namespace rlock::backend {
+
+/// How many replicas acknowledged a write, of how many were wanted.
+struct Ack {
+  int acknowledged = 0;
+  int wanted = 0;
+  /// Set when the replicas could not even be counted (ROLE refused): the
+  /// lease then does not count either.
+  std::string problem;
+  bool enough() const { return problem.empty() && acknowledged >= wanted; }
+};
+
+/// The reply of one script call, and for a write that asked for it
+/// (Call::replicate_within), the replicas' acknowledgement.
+struct Outcome {
+  redis::Reply reply;
+  std::optional<Ack> ack;
+};
+
+/// A lock name with the reply (an error reply in place) of one call on it.
+using NamedReply = std::pair<std::string, redis::Reply>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// Runs `call` for lock `name` before `deadline`, with every retry the
+  /// deployment calls for. Operations are idempotent by token, so a call may
+  /// be sent again when its reply was lost.
+  virtual Result<Outcome> run(const std::string& name, const lock::Call& call,
+                              Deadline deadline) = 0;
+
+  /// Blocks until a release pushes to the wake list of `token`'s waiter on
+  /// lock `name`, or `block` has passed. A wake-up that was not one (the
+  /// server changed role, the connection was replaced) is harmless: the
+  /// waiter simply asks again.
+  virtual Result<void> wait_for_wake(const std::string& name, const std::string& token,
+                                     Millis block) = 0;
+
+  /// Runs `call` on every live lock under the prefix, on every server that
+  /// holds locks, sorted by name.
+  virtual Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) = 0;
+
+  /// A readable fd that cuts connecting, commands and retry pauses short
+  /// with Error::Code::interrupted (-1: none).
+  virtual void set_interrupt_fd(int fd) = 0;
+  virtual int interrupt_fd() const = 0;
+
+  /// The deadline a command gets when the caller has none.
+  virtual Millis command_timeout() const = 0;
+  /// The deployment as it may be shown to a person (never a password).
+  virtual std::string describe() const = 0;
+  /// The Redis ACL user this backend authenticates as (for audit records).
+  virtual std::string acl_user() const = 0;
+
+  /// A new backend for the same deployment with connections of its own (for
+  /// another thread: the heartbeat).
+  virtual std::unique_ptr<Backend> clone() const = 0;
+};
+
+}  // namespace rlock::backend

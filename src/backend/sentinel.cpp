@@ -1,0 +1,134 @@
+#include "backend/sentinel.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "util/number.h"
+
+namespace rlock::backend {
+
+namespace {
+
+/// ConnectOptions whose connect timeout also fits before `deadline`.
+redis::ConnectOptions within(redis::ConnectOptions options, int interrupt_fd, Deadline deadline) {
+  const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
+  options.connect_timeout = std::clamp(left, Millis(1), options.connect_timeout);
+  options.interrupt_fd = interrupt_fd;
+  return options;
+}
+
+/// What one Sentinel said about the master: its address, that it knows no
+/// such master, or an error.
+struct Answer {
+  std::optional<std::pair<std::string, int>> address;
+  bool unknown = false;
+};
+
+Result<Answer> ask(redis::Connection& sentinel, const std::string& master, Deadline deadline) {
+  const std::vector<std::string> args{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", master};
+  auto reply = sentinel.command(args, deadline);
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->is_nil()) return Answer{std::nullopt, true};
+  const auto& e = reply->elements;
+  if (reply->type != redis::Reply::Type::array || e.size() != 2 || e[0].str.empty())
+    return fail(Error::Code::protocol,
+                fmt::format("{}: unexpected reply to SENTINEL GET-MASTER-ADDR-BY-NAME",
+                            sentinel.describe()));
+  auto port = parse_integer(e[1].str, 1, 65535);
+  if (!port)
+    return fail(Error::Code::protocol, fmt::format("{}: the master's port '{}' is not a port",
+                                                   sentinel.describe(), e[1].str));
+  return Answer{std::make_pair(e[0].str, static_cast<int>(*port)), false};
+}
+
+/// The first word of ROLE: "master", "slave" or "sentinel".
+Result<std::string> role_of(redis::Connection& node, Deadline deadline) {
+  const std::vector<std::string> args{"ROLE"};
+  auto reply = node.command(args, deadline);
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->type != redis::Reply::Type::array || reply->elements.empty())
+    return fail(Error::Code::protocol,
+                fmt::format("{}: unexpected reply to ROLE", node.describe()));
+  return reply->elements[0].str;
+}
+
+}  // namespace
+
+Result<redis::Connection> connect_master(const Target& target, int interrupt_fd, Deadline deadline,
+                                         Discovery& discovery) {
+  const auto& sentinels = target.sentinels;
+  std::vector<std::string> problems;
+  std::size_t answered = 0, unknown = 0;
+  std::optional<Error> auth_error;
+  for (std::size_t k = 0; k < sentinels.size(); ++k) {
+    if (Clock::now() >= deadline) break;
+    const std::size_t index = (discovery.first + k) % sentinels.size();
+    auto sentinel = redis::Connection::connect(within(sentinels[index], interrupt_fd, deadline));
+    if (!sentinel) {
+      if (sentinel.error().code == Error::Code::interrupted) return sentinel;
+      if (sentinel.error().code == Error::Code::auth) auth_error = sentinel.error();
+      problems.push_back(sentinel.error().message);
+      continue;
+    }
+    auto answer = ask(*sentinel, target.master_name, deadline);
+    if (!answer) {
+      if (answer.error().code == Error::Code::interrupted) return std::unexpected(answer.error());
+      if (answer.error().code == Error::Code::auth) auth_error = answer.error();
+      problems.push_back(answer.error().message);
+      continue;
+    }
+    ++answered;
+    if (answer->unknown) {
+      ++unknown;
+      continue;
+    }
+    // The master's credentials, TLS settings and database; the Sentinel's
+    // address for it.
+    redis::ConnectOptions options = target.server;
+    options.url.host = answer->address->first;
+    options.url.port = answer->address->second;
+    auto master = redis::Connection::connect(within(options, interrupt_fd, deadline));
+    if (!master) {
+      if (master.error().code == Error::Code::interrupted) return master;
+      // Wrong master credentials are the user's to fix, not a failover.
+      if (master.error().code == Error::Code::auth) return master;
+      problems.push_back(master.error().message);
+      continue;
+    }
+    // A Sentinel may still name the old master for a moment after a
+    // failover, or one that came back as a replica: only a node that says
+    // it is the master is used.
+    auto role = role_of(*master, deadline);
+    if (!role) {
+      if (role.error().code == Error::Code::interrupted || role.error().code == Error::Code::auth)
+        return std::unexpected(role.error());
+      problems.push_back(role.error().message);
+      continue;
+    }
+    if (*role != "master") {
+      problems.push_back(fmt::format("{} is a {}, not the master (a failover in progress?)",
+                                     master->describe(), *role));
+      continue;
+    }
+    discovery.first = index;
+    discovery.no_sentinel = false;
+    return std::move(*master);
+  }
+  discovery.no_sentinel = answered == 0;
+  if (answered > 0 && unknown == answered)
+    return fail(Error::Code::config,
+                fmt::format("no Sentinel knows a master named '{}' ({} of {} asked answered)",
+                            target.master_name, answered, sentinels.size()));
+  if (answered == 0 && auth_error) return std::unexpected(*auth_error);
+  std::string why = problems.empty() ? std::string("no time left to ask")
+                                     : fmt::format("{}", fmt::join(problems, "; "));
+  return fail(
+      Error::Code::unreachable,
+      fmt::format("no master '{}' found through the Sentinels: {}", target.master_name, why));
+}
+
+}  // namespace rlock::backend

@@ -1,0 +1,30 @@
+#pragma once
+/// Finding the master of a Sentinel deployment: ask each Sentinel in turn
+/// for the master's address (SENTINEL GET-MASTER-ADDR-BY-NAME), connect,
+/// and use it only once it confirms with ROLE that it is the master.
+
+#include <cstddef>
+
+#include "backend/target.h"
+#include "redis/connection.h"
+#include "util/duration.h"
+#include "util/error.h"
+
+namespace rlock::backend {
+
+struct Discovery {
+  /// Which Sentinel to ask first: the one that answered last time.
+  std::size_t first = 0;
+  /// Set when no Sentinel could be reached at all (as opposed to a master
+  /// that could not be reached, or was not one yet: a failover in progress).
+  bool no_sentinel = false;
+};
+
+/// A connection to the current master of `target` before `deadline`.
+/// Errors: config when every Sentinel that answered knows no master of that
+/// name; unreachable when no Sentinel answered or none named a reachable
+/// master; auth when credentials were refused.
+Result<redis::Connection> connect_master(const Target& target, int interrupt_fd, Deadline deadline,
+                                         Discovery& discovery);
+
+}  // namespace rlock::backend

@@ -1,0 +1,37 @@
+#pragma once
+/// What a user named with one --url: one deployment, and how sure a lease
+/// must be before it counts (replica acknowledgement).
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "redis/connection.h"
+
+namespace rlock::backend {
+
+/// How many replicas must acknowledge a lease (WAIT) before it counts.
+struct Replicas {
+  std::optional<int> count;  // unset: every replica connected at that moment
+  bool wanted() const { return !count || *count > 0; }
+};
+
+/// One deployment.
+struct Target {
+  /// The server (redis://, rediss://, unix://); with Sentinel, the master's
+  /// credentials, TLS settings and database, its address found by asking.
+  redis::ConnectOptions server;
+  /// The Sentinels to ask, in order, with their own credentials (empty: not
+  /// a Sentinel deployment), and the name of the master they watch.
+  std::vector<redis::ConnectOptions> sentinels;
+  std::string master_name;
+  std::string prefix = "rlock:";
+  Replicas replicas;
+};
+
+/// The backend for `target`. Nothing is connected until first use.
+std::unique_ptr<Backend> make_backend(Target target);
+
+}  // namespace rlock::backend
