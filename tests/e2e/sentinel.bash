@@ -149,34 +149,46 @@ EOF
 
 # start_sentinel_topology [NAME]: for setup_file. Starts a master, two
 # replicas of it and three Sentinels (quorum 2) watching it, on free
-# loopback ports, and waits until the topology is healthy. On failure it
-# stops whatever it started and returns 1 with the reason on stderr.
+# loopback ports, and waits until the topology is healthy. A port found
+# free can be taken before the server binds it: one more try on new ports.
+# On failure it stops whatever it started and returns 1 with the reason on
+# stderr.
 start_sentinel_topology() {
   export TOPO_NAME="${1:-rlockmaster}"
-  export TOPO_DIR="$BATS_FILE_TMPDIR/topo"
-  mkdir -p "$TOPO_DIR"
-  local ports=() sports=() i
-  for i in 1 2 3; do ports+=("$(free_port)") || return 1; done
-  for i in 1 2 3; do sports+=("$(free_port)") || return 1; done
-  export TOPO_NODE_PORTS="${ports[*]}" TOPO_SENTINEL_PORTS="${sports[*]}"
-  if ! {
-    _topo_start_node "${ports[0]}" &&
-      _topo_start_node "${ports[1]}" "${ports[0]}" &&
-      _topo_start_node "${ports[2]}" "${ports[0]}" &&
-      _topo_wait_replication "${ports[0]}" 10 &&
-      _topo_start_sentinel "${sports[0]}" "${ports[0]}" &&
-      _topo_start_sentinel "${sports[1]}" "${ports[0]}" &&
-      _topo_start_sentinel "${sports[2]}" "${ports[0]}" &&
-      _topo_wait_healthy 20
-  }; then
-    echo "start_sentinel_topology: the topology did not come up" >&2
+  local attempt
+  for attempt in 1 2; do
+    export TOPO_DIR="$BATS_FILE_TMPDIR/topo$attempt"
+    mkdir -p "$TOPO_DIR"
+    _topo_try_start && return 0
+    echo "start_sentinel_topology: the topology did not come up (attempt $attempt)" >&2
     stop_sentinel_topology
-    return 1
-  fi
+  done
+  return 1
 }
 
-# _info_field TEXT FIELD: the value of FIELD in INFO output TEXT.
-_info_field() {
+_topo_try_start() {
+  local ports=() sports=() pids=() i
+  # Six ports at once (free_port's ledger is locked; each call starts Python).
+  for i in 1 2 3 4 5 6; do
+    free_port >"$TOPO_DIR/port$i" &
+    pids+=("$!")
+  done
+  for i in "${pids[@]}"; do wait "$i" || return 1; done
+  for i in 1 2 3; do ports+=("$(cat "$TOPO_DIR/port$i")"); done
+  for i in 4 5 6; do sports+=("$(cat "$TOPO_DIR/port$i")"); done
+  export TOPO_NODE_PORTS="${ports[*]}" TOPO_SENTINEL_PORTS="${sports[*]}"
+  _topo_start_node "${ports[0]}" &&
+    _topo_start_node "${ports[1]}" "${ports[0]}" &&
+    _topo_start_node "${ports[2]}" "${ports[0]}" &&
+    _topo_wait_replication "${ports[0]}" 10 &&
+    _topo_start_sentinel "${sports[0]}" "${ports[0]}" &&
+    _topo_start_sentinel "${sports[1]}" "${ports[0]}" &&
+    _topo_start_sentinel "${sports[2]}" "${ports[0]}" &&
+    _topo_wait_healthy 20
+}
+
+# info_field TEXT FIELD: the value of FIELD in INFO output TEXT.
+info_field() {
   sed -n "s/^$2:\([^\r]*\)\r\?$/\1/p" <<<"$1" | head -n 1
 }
 
@@ -407,11 +419,17 @@ thaw_node() {
 stop_sentinel_topology() {
   [[ -n "${TOPO_DIR:-}" && -d "$TOPO_DIR" ]] || return 0
   local f p pid left=()
+  # SIGTERM to all first (a frozen one cannot act on it before SIGCONT),
+  # then wait for each (SIGKILL after 5 s).
   for f in "$TOPO_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
     pid="$(cat "$f")"
     kill -CONT "$pid" 2>/dev/null || true
-    _stop_pid "$pid"
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for f in "$TOPO_DIR"/*/pid; do
+    [[ -e "$f" ]] || continue
+    _stop_pid "$(cat "$f")"
   done
   for f in "$TOPO_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
