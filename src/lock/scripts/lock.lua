@@ -256,7 +256,7 @@ local function acquire()
   if counter and not (string.match(counter, '^%d+$') and #counter <= 16 and
       tonumber(counter) < 2 ^ 53 - 1) then
     return redis.error_reply('ERR rlock: the fence counter ' .. F ..
-      ' does not hold an integer below 2^53; the lock is left untouched')
+      ' does not hold an integer below 2^53 - 1; the lock is left untouched')
   end
   counter = tonumber(counter or '0')
   local stored = redis.call('HGET', M, 'limit')
