@@ -141,7 +141,14 @@ sentinel failover-timeout $TOPO_NAME $TOPO_FAILOVER_TIMEOUT_MS
 sentinel parallel-syncs $TOPO_NAME 1
 EOF
   chmod u+w "$dir/sentinel.conf"
-  redis-server "$dir/sentinel.conf" --sentinel </dev/null >"$dir/stdout.log" 2>&1 3>&- &
+  _topo_launch_sentinel "$port"
+}
+
+# _topo_launch_sentinel PORT: starts the Sentinel PORT from its config file
+# (the one Sentinel keeps rewriting) and waits until it answers.
+_topo_launch_sentinel() {
+  local port="$1" dir="$TOPO_DIR/s-$1"
+  redis-server "$dir/sentinel.conf" --sentinel </dev/null >>"$dir/stdout.log" 2>&1 3>&- &
   echo "$!" >"$dir/pid"
   disown "$!"
   _topo_wait_ping "$port" "$!" "$dir"
@@ -316,8 +323,8 @@ _topo_demote_old_masters() {
 }
 
 # wait_topology_healthy [SECONDS]: for setup (or after a test's damage).
-# Thaws every frozen process, restarts every data node that is not running
-# (as a replica of the current master), then waits (default 25 s) for one
+# Thaws every frozen process, restarts every Sentinel and data node that is
+# not running (a node as a replica of the current master), then waits (default 25 s) for one
 # master and two in-sync replicas that all three Sentinels agree on (see
 # _topo_demote_old_masters for the one shortcut it takes); fails
 # the test with the reason otherwise.
@@ -326,7 +333,7 @@ wait_topology_healthy() {
   for p in $TOPO_NODE_PORTS $TOPO_SENTINEL_PORTS; do
     kill -CONT "$(node_pid "$p")" 2>/dev/null || true
   done
-  for p in $TOPO_NODE_PORTS; do
+  for p in $TOPO_SENTINEL_PORTS $TOPO_NODE_PORTS; do
     running "$(node_pid "$p")" || restart_node "$p" || return 1
   done
   _topo_check healthy && return 0
@@ -386,12 +393,17 @@ kill_master() {
 # restart_node PORT: starts the data node PORT again after it was killed:
 # as a replica of the master the Sentinels name, or as a master when they
 # still name PORT itself (no failover happened). It starts empty and
-# resynchronises.
+# resynchronises. A Sentinel's PORT restarts that Sentinel from its
+# rewritten config file.
 restart_node() {
   local port="$1" master="" i
   if running "$(node_pid "$port")"; then
     echo "restart_node: the node on $port is running" >&2
     return 1
+  fi
+  if [[ -d "$TOPO_DIR/s-$port" ]]; then
+    _topo_launch_sentinel "$port"
+    return
   fi
   master="$(master_port)" || return 1
   [[ "$master" == "$port" ]] && master=""
