@@ -92,8 +92,13 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   assert_json
   # The evicted holder's age is its real age, not zero.
   assert_greater "$(json 'd["evicted"][0]["age_ms"]')" 250
+  local first_fence fence
+  first_fence="$(json 'd["evicted"][0]["fence"]')"
   rl 0 acquire stuck --owner alice-deploy -t 60s
   token="$output"
+  # The second holder's fence: the counter, above the first holder's.
+  fence="$(rcli GET 'rlock:{stuck}:f')"
+  assert_greater "$fence" "$first_fence"
   rl 0 release stuck --force
   assert_output --regexp "^evicted [0-9a-f]{8} from lock 'stuck': alice-deploy \(pid [0-9]+"
   assert_equal "${#lines[@]}" 1
@@ -101,7 +106,7 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   rl 1 renew stuck --token "$token"
 
   rl 1 status stuck
-  assert_line --index 0 "lock 'stuck': free (last fence 2)"
+  assert_line --index 0 "lock 'stuck': free (last fence $fence)"
   assert_line --regexp "^  force-released [0-9.]+m?s ago by $(id -un)@$(hostname) on $(hostname): [0-9a-f]{8} alice-deploy"
 
   rl 1 status stuck --json
@@ -109,7 +114,7 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   assert_equal "$(json 'd["held"]')" false
   assert_equal "$(json 'd["forced"]["by"]["owner"]')" "$(id -un)@$(hostname)"
   assert_equal "$(json 'd["forced"]["evicted"][0]["owner"]')" alice-deploy
-  assert_equal "$(json 'd["forced"]["evicted"][0]["fence"]')" 2
+  assert_equal "$(json 'd["forced"]["evicted"][0]["fence"]')" "$fence"
 }
 
 @test "release --force: a free lock evicts nobody and exits 1" {

@@ -128,10 +128,10 @@ print(raw, [l["name"] for l in locks if "name_b64" not in l])
   # Nothing else was written: no meta key left without an expiry.
   assert_equal "$(lock_keys)" 'rlock:{bad-fence}:f'
   assert_stderr --partial 'fence counter'
-  # Once the counter is repaired, the lock works.
+  # Once the counter is repaired, the lock works, above the counter.
   rcli SET 'rlock:{bad-fence}:f' 7 >/dev/null
   rl 0 acquire bad-fence --json
-  assert_equal "$(json 'd["fence"]')" 8
+  assert_greater "$(json 'd["fence"]')" 7
 }
 
 @test "status: semaphore holders are labelled semaphore" {

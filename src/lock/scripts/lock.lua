@@ -20,7 +20,8 @@
 --   6 i  HASH hash -> record      "fence\nsince_ms\nmode\nttl_ms\nblob" of
 --                                  holders and waiters (fence 0 for waiters)
 --   7 m  HASH                     limit, seq (arrival counter)
---   8 f  STRING                   fencing counter: the only key that stays
+--   8 f  STRING                   the last fence handed out, in decimal: the
+--                                  only key that stays
 --   9 a  STRING                   the last forced releases (audit), newest
 --                                  first, at most 20 and 24 h: netstrings of
 --                                  entries, each netstrings of now, audit
@@ -30,6 +31,15 @@
 -- wakes exactly the waiters who can proceed (BLPOP on the client side).
 --
 -- Time is the server's (TIME); the client's clock is never used.
+--
+-- Fences never go backwards: the next one is max(f + 1, TIME in µs), so a
+-- Redis restarted without data, or a promoted replica that missed the last
+-- grants, still hands out a fence above every earlier one, as long as its
+-- clock is not behind the old master's by more than the time between two
+-- grants. A fence (~1.8e15 today) is below 2^53, exact as a Lua double, and
+-- is written with %.0f (tostring would give exponent form). Calling TIME
+-- and then writing is allowed because Redis 7 replicates a script by its
+-- effects: replicas receive the SET of the value, not the script.
 
 local H, S, Q, X, L, I, M, F, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
   KEYS[8], KEYS[9]
@@ -38,6 +48,7 @@ local op = ARGV[1]
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 
@@ -237,14 +248,17 @@ local function acquire()
   local token, mode, limit, ttl, blob = redis.sha1hex(ARGV[2]), ARGV[3], tonumber(ARGV[4]),
     tonumber(ARGV[5]), ARGV[6]
   local enqueue, lease = ARGV[7] == '1', tonumber(ARGV[8])
-  -- INCR would fail on a counter that is not a (non-overflowing) integer, and
-  -- a failed script keeps the writes made before the failure (M without an
-  -- expiry, a waiter taken out of the queue): refuse before writing anything.
+  -- A counter that is not an integer below 2^53 - 1 (so that counter + 1 is
+  -- exact as a double) cannot give a next fence; a failed script keeps the
+  -- writes made before the failure (M without an expiry, a waiter taken out
+  -- of the queue): refuse before writing anything.
   local counter = redis.call('GET', F)
-  if counter and not (string.match(counter, '^%d+$') and #counter <= 18) then
+  if counter and not (string.match(counter, '^%d+$') and #counter <= 16 and
+      tonumber(counter) < 2 ^ 53 - 1) then
     return redis.error_reply('ERR rlock: the fence counter ' .. F ..
-      ' does not hold an integer; the lock is left untouched')
+      ' does not hold an integer below 2^53 - 1; the lock is left untouched')
   end
+  counter = tonumber(counter or '0')
   local stored = redis.call('HGET', M, 'limit')
   local purged = purge()
   if stored and tonumber(stored) ~= limit then
@@ -285,10 +299,12 @@ local function acquire()
       redis.call('ZREM', L, token)
       redis.call('DEL', wake_key(token))
     end
-    local fence = redis.call('INCR', F)
+    local fence = math.max(counter + 1, now_us)
+    local fence_text = string.format('%.0f', fence)
+    redis.call('SET', F, fence_text)
     local set = mode == 'shared' and S or H
     redis.call('ZADD', set, now + ttl, token)
-    redis.call('HSET', I, token, fence .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
+    redis.call('HSET', I, token, fence_text .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
     cover_holder(set, now + ttl)
     return { 1, fence }
   end
