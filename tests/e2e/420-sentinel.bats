@@ -1,0 +1,239 @@
+#!/usr/bin/env bats
+# rlock through Sentinel (redis-sentinel://) on a real topology: a master,
+# two replicas, three Sentinels. Failovers are real (kill -9 of the master,
+# SENTINEL FAILOVER); a watcher keeps trying to take the lock meanwhile and
+# must never get in while the run holds it. Replica acknowledgement
+# (--replicas, WAIT) is tested with a frozen replica.
+
+load helpers
+load sentinel
+
+setup_file() {
+  start_sentinel_topology
+  export RLOCK_URL
+  RLOCK_URL="$(sentinel_url)"
+}
+
+teardown_file() {
+  stop_sentinel_topology
+}
+
+setup() {
+  wait_topology_healthy
+  M="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  touch "$M/stop-watching"
+  kill_bg_pids
+}
+
+# now_us: the wall clock in microseconds.
+now_us() {
+  echo "${EPOCHREALTIME/./}"
+}
+
+# start_watcher NAME: in the background, tries `acquire -n NAME` every 150 ms
+# until teardown (or stop_watcher), through the Sentinel URL and without
+# waiting for replicas; every success is logged with its time to
+# $M/watcher.got (and the lock given back at once).
+start_watcher() {
+  local name="$1"
+  (
+    set +e
+    while [[ ! -e "$M/stop-watching" ]]; do
+      token="$("$RLOCK" acquire -n -t 30s --replicas 0 "$name" 2>>"$M/watcher.err")"
+      rc=$?
+      echo "$rc" >>"$M/watcher.rc"
+      if ((rc == 0)); then
+        now_us >>"$M/watcher.got"
+        "$RLOCK" release "$name" --token "$token" 2>>"$M/watcher.err"
+      fi
+      sleep 0.15
+    done
+  ) &
+  echo "$!" >"$M/watcher.pid"
+}
+
+stop_watcher() {
+  touch "$M/stop-watching"
+  local pid i
+  pid="$(cat "$M/watcher.pid")"
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  fail "the watcher did not stop"
+}
+
+# SECTION: the command a run holds the lock for; records its fence, when it
+# started and when it ended (also when it is terminated) in
+# $M/section.{fence,start,end}.
+SECTION='trap '\''now >"$0.end"; exit 143'\'' TERM
+now() { echo "${EPOCHREALTIME/./}"; }
+echo "$RLOCK_FENCE" >"$0.fence"
+now >"$0.start"
+sleep "$1" & wait
+now >"$0.end"'
+
+# run_section NAME SECONDS OPTIONS...: `rlock run OPTIONS NAME -- bash -c
+# SECTION` in the background (tag "job"); waits until the section started.
+run_section() {
+  local name="$1" seconds="$2" i
+  shift 2
+  bg_rlock job run "$@" "$name" -- bash -c "$SECTION" "$M/section" "$seconds"
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$M/section.start" ]] && return 0
+    sleep 0.05
+  done
+  fail "the section did not start: $(cat "$M/job.err")"
+}
+
+# check_no_second_holder: fails if the watcher got the lock while the
+# section ran.
+check_no_second_holder() {
+  local start end got
+  start="$(cat "$M/section.start")"
+  end="$(cat "$M/section.end" 2>/dev/null || now_us)"
+  [[ -s "$M/watcher.got" ]] || return 0
+  while read -r got; do
+    if ((got >= start && got <= end)); then
+      fail "the watcher got the lock at +$(((got - start) / 1000)) ms while the run held it (section ended at +$(((end - start) / 1000)) ms)"
+    fi
+  done <"$M/watcher.got"
+}
+
+# holder_expiry PORT NAME: the expiry (ms) the node PORT has for NAME's
+# holder, empty if none.
+holder_expiry() {
+  node_cli "$1" ZRANGE "rlock:{$2}:h" 0 0 WITHSCORES 2>/dev/null | sed -n 2p
+}
+
+@test "sentinel: acquire, status and release through the Sentinel URL; the lock is on the master and both replicas" {
+  local port
+  rl 0 acquire ha -n -t 60s
+  local token="$output"
+  # The default --replicas all waited for both replicas: the lock is there
+  # the moment acquire returns.
+  for port in $(master_port) $(replica_ports); do
+    run node_cli "$port" EXISTS 'rlock:{ha}:h'
+    assert_output 1
+  done
+  rl 0 status ha
+  assert_output --partial ha
+  rl 0 release ha --token "$token"
+  rl 1 status ha
+}
+
+@test "sentinel: a run with a 10 s TTL survives kill -9 of the master, exits 0, and a watcher never gets in" {
+  local old new before killed_at renewed_at="" i
+  run_section survive 14 -t 10s
+  start_watcher survive
+  sleep 1
+  old="$(master_port)"
+  before="$(holder_expiry "$old" survive)"
+  [[ -n "$before" ]] || fail "no holder on the master"
+  killed_at="$(now_us)"
+  kill_master >/dev/null
+  new="$(wait_for_new_master "$old" 15)"
+  # The first renewal on the new master raises the holder's expiry there.
+  for ((i = 0; i < 300; i++)); do
+    local e
+    e="$(holder_expiry "$new" survive)"
+    if [[ -n "$e" ]] && ((e > before)); then
+      renewed_at="$(now_us)"
+      break
+    fi
+    sleep 0.05
+  done
+  [[ -n "$renewed_at" ]] || fail "no renewal reached the new master within 15 s"
+  echo "# old master killed -> first renewal on the new master: $(((renewed_at - killed_at) / 1000)) ms" >&3
+  bg_wait job 0 25
+  stop_watcher
+  check_no_second_holder
+  # And the watcher did try: it saw the lock busy (75) through the failover.
+  run grep -c '^75$' "$M/watcher.rc"
+  assert_greater "$output" 10
+}
+
+@test "sentinel: SENTINEL FAILOVER during a run: no second holder, the run exits 0 or 79, the next fence is greater" {
+  run_section moved 8 -t 4s
+  start_watcher moved
+  sleep 0.5
+  failover_by_sentinel 15 >/dev/null
+  bg_wait job 0,79 20
+  stop_watcher
+  check_no_second_holder
+  rl 0 acquire moved -n --json
+  assert_greater "$(json 'd["fence"]')" "$(cat "$M/section.fence")"
+}
+
+@test "sentinel: fences keep increasing across a failover" {
+  local first second
+  rl 0 acquire fenced -n --json
+  first="$(json 'd["fence"]')"
+  rl 0 release fenced --token "$(json 'd["token"]')"
+  failover_by_sentinel 15 >/dev/null
+  rl 0 acquire fenced -n --json
+  second="$(json 'd["fence"]')"
+  assert_greater "$second" "$first"
+}
+
+@test "sentinel: a frozen replica makes acquire exit 69 naming the count; the lock is given back" {
+  local replica
+  replica="$(replica_ports | head -n 1)"
+  freeze_node "$replica"
+  rl 69 acquire lagging -n -t 2s
+  assert_regex "$stderr" "1 of 2 replicas acknowledged"
+  [[ "$(echo "$stderr" | wc -l)" == 1 ]] || fail "more than one line on stderr: $stderr"
+  rl 1 status lagging
+  # --replicas 1 is met by the other replica; 0 does not wait at all.
+  rl 0 acquire lagging -n -t 2s --replicas 1
+  rl 0 release lagging --token "$output"
+  rl 0 acquire lagging -n -t 2s --replicas 0
+  rl 0 release lagging --token "$output"
+  # More than are connected can never be met.
+  thaw_node "$replica"
+  rl 69 acquire lagging -n -t 2s --replicas 3
+  assert_regex "$stderr" "2 of 3 replicas acknowledged"
+}
+
+@test "sentinel: with -w, an unacknowledged acquire is retried until the replica catches up" {
+  local replica
+  replica="$(replica_ports | head -n 1)"
+  freeze_node "$replica"
+  bg_rlock waiter acquire caught -w 10s -t 2s
+  sleep 1.5
+  # Still not held: every grant so far was given back.
+  rl 1 status caught
+  thaw_node "$replica"
+  bg_wait waiter 0 15
+  rl 0 status caught
+}
+
+@test "sentinel: a run whose replicas stop acknowledging ends as a lost lock (79) before its lease could expire" {
+  local port before end
+  run_section unconfirmed 30 -t 3s
+  for port in $(replica_ports); do freeze_node "$port"; done
+  # The lease of the last renewal the replicas acknowledged ends at most
+  # here (read at once: a renewal after the freeze may still reach the
+  # master, but is never confirmed, and only moves this later).
+  before="$(holder_expiry "$(master_port)" unconfirmed)"
+  bg_wait job 79 10
+  assert_regex "$stderr" "replicas acknowledged"
+  end="$(cat "$M/section.end")"
+  assert_greater "$before" $((end / 1000))
+}
+
+@test "sentinel: an unknown master name is a config error naming it, at once" {
+  RLOCK_URL="${RLOCK_URL%#*}#nosuchmaster" rl 78 acquire x -n
+  assert_regex "$stderr" "nosuchmaster"
+}
+
+@test "sentinel: no Sentinel reachable is unavailable (69)" {
+  local a b
+  a="$(free_port)"
+  b="$(free_port)"
+  RLOCK_URL="redis-sentinel://127.0.0.1:$a,127.0.0.1:$b/0#$TOPO_NAME" rl 69 acquire x -n
+  assert_regex "$stderr" "Sentinel"
+}
