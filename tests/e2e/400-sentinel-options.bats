@@ -49,8 +49,15 @@ $bad")"
 }
 
 @test "sentinel: a bad host in a list of Sentinels is a usage error" {
-  for url in 'redis-sentinel://a:1,,b:2#m' 'redis-sentinel://a:1,b:0#m' 'redis-sentinel://a,[::1#m'; do
+  local -A problems=(
+    ['redis-sentinel://a:1,,b:2#m']='empty host in the list'
+    ['redis-sentinel://a:1,b:0#m']='port must be a number'
+    ['redis-sentinel://a,[::1#m']='unterminated IPv6 address'
+  )
+  local url
+  for url in "${!problems[@]}"; do
     rl_usage_error -u "$url" status x
+    assert_stderr --partial "${problems[$url]}"
   done
 }
 
@@ -78,11 +85,11 @@ $bad")"
 
 @test "sentinel: --sentinel-password-file naming a missing file is an error naming the option" {
   rl 64 --sentinel-password-file "$BATS_TEST_TMPDIR/none" status x
-  assert_stderr --partial -- '--sentinel-password-file'
+  assert_stderr --partial -- "cannot read --sentinel-password-file '$BATS_TEST_TMPDIR/none'"
   local file
   file="$(conf "sentinel-password-file = $BATS_TEST_TMPDIR/none")"
   rl 78 --config "$file" status x
-  assert_stderr --partial "$file:1"
+  assert_stderr --partial "cannot read sentinel-password-file (set at $file:1)"
 }
 
 @test "cluster: a comma list of hosts in one redis:// URL is refused until Cluster is supported" {
