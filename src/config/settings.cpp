@@ -211,7 +211,6 @@ Result<Layer> read_config_file(const std::string& path) {
     };
     Result<void> ok;
     if (key == "url") {
-      layer.urls.clear();
       for (auto& u : redis::split_deployments(value)) {
         if (auto url = redis::parse_url(u); !url) return bad(url.error().message);
         layer.urls.push_back(u);

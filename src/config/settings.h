@@ -39,7 +39,10 @@ struct Layer {
 
 /// The settings a command runs with.
 struct Settings {
-  std::vector<redis::ConnectOptions> servers;  // one, or several for quorum
+  /// One, or several for quorum. For a Sentinel URL (url.sentinel), url.hosts
+  /// are the Sentinels, user and password are the master's (the Sentinels'
+  /// are sentinel_user and sentinel_password), tls is for both.
+  std::vector<redis::ConnectOptions> servers;
   /// How many replicas must acknowledge each acquire and renewal (WAIT).
   ReplicaPolicy replicas;
   /// For redis-sentinel:// URLs: the credentials sent to the Sentinels
