@@ -353,6 +353,18 @@ TEST(Settings, SeveralDeploymentsAreStillRefused) {
   EXPECT_EQ(s.error().code, Error::Code::usage);
 }
 
+TEST(ConfigFile, SeveralUrlLinesAddUpAndAreRefusedAsAQuorum) {
+  auto path = write_temp("url = redis://a:1\nurl = redis-sentinel://s1,s2#m\n");
+  auto layer = read_config_file(path);
+  ASSERT_TRUE(layer.has_value()) << layer.error().message;
+  EXPECT_EQ(layer->urls.size(), 2u);
+  auto s = resolve({}, {}, *layer);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::config);
+  EXPECT_TRUE(s.error().message.starts_with(path + ":2: ")) << s.error().message;
+  std::remove(path.c_str());
+}
+
 TEST(Settings, SentinelPasswordFileBeatsEnvironmentBeatsConfigFile) {
   auto cli_file = write_temp("from-cli-file\n");
   auto conf_file = write_temp("from-config-file\n");
