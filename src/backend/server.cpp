@@ -83,6 +83,8 @@ class ServerBackend final : public Backend {
   std::unique_ptr<Backend> clone() const override {
     auto copy = std::make_unique<ServerBackend>(m_target);
     copy->m_discovery = m_discovery;
+    copy->m_master = m_master;
+    copy->m_replicas_seen = m_replicas_seen;
     return copy;
   }
 
@@ -107,9 +109,26 @@ class ServerBackend final : public Backend {
   std::optional<redis::Connection> m_connection;
   int m_interrupt_fd = -1;
   Discovery m_discovery;
+  /// The master of the current connection (its redacted URL), and the most
+  /// replicas it has been seen with (ROLE). With --replicas all, a lease
+  /// must reach that many even when fewer are connected now: the first
+  /// sign of a failover is the promoted replica leaving the old master,
+  /// which still takes writes that the new master will never see.
+  std::string m_master;
+  int m_replicas_seen = 0;
+  Deadline m_last_used{};
 };
 
 Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
+  // Under Sentinel a connection that sat idle may lead to a master that has
+  // since been replaced but does not know it yet (it still takes writes the
+  // new master never sees): after an idle second, ask the Sentinels again.
+  // That costs a few round trips per renewal and per release, which run
+  // seconds apart.
+  constexpr Millis k_sentinel_recheck{1000};
+  if (sentinel() && m_connection && Clock::now() - m_last_used >= k_sentinel_recheck)
+    m_connection.reset();
+  m_last_used = Clock::now();
   if (!m_connection) {
     Result<redis::Connection> connected =
         sentinel() ? connect_master(m_target, m_interrupt_fd, deadline, m_discovery) : [&] {
@@ -118,6 +137,11 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
           return redis::Connection::connect(options);
         }();
     if (!connected) return std::unexpected(connected.error());
+    // Another master (a failover): one of the replicas seen is now the
+    // master, so one fewer is expected of it until it shows more.
+    if (!m_master.empty() && connected->describe() != m_master)
+      m_replicas_seen = std::max(0, m_replicas_seen - 1);
+    m_master = connected->describe();
     m_connection.emplace(std::move(*connected));
   }
   m_connection->set_interrupt_fd(m_interrupt_fd);
@@ -127,20 +151,22 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
 Result<Outcome> ServerBackend::execute(redis::Connection& conn,
                                        const std::vector<std::string>& keys, const lock::Call& call,
                                        Deadline deadline) {
-  const bool acknowledge = call.replicate_within && m_target.replicas.wanted();
+  const auto& replicas = m_target.replicas;
+  const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
   if (!acknowledge) {
     auto reply = conn.eval(lock_script(), keys, call.args, deadline);
     if (!reply) return std::unexpected(reply.error());
     return Outcome{std::move(*reply), std::nullopt};
   }
   // With --replicas all, ROLE travels with the script (one round trip) and
-  // says how many replicas are connected at this moment. ROLE goes first:
+  // says how many replicas are connected at this moment (never fewer than
+  // this master was seen with: see m_replicas_seen). ROLE goes first:
   // a server that wants a password answers a short command with NOAUTH but
   // closes the connection after refusing a long one, and both answers are
   // needed to report the refusal as what it is.
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
-  if (!m_target.replicas.count) {
+  if (replicas.all()) {
     std::vector<std::string> evalsha{"EVALSHA", lock_script().sha1, std::to_string(keys.size())};
     evalsha.insert(evalsha.end(), keys.begin(), keys.end());
     evalsha.insert(evalsha.end(), call.args.begin(), call.args.end());
@@ -159,6 +185,8 @@ Result<Outcome> ServerBackend::execute(redis::Connection& conn,
     reply = conn.eval(lock_script(), keys, call.args, deadline);
   }
   if (!reply) return std::unexpected(reply.error());
+  if (role && !role->is_error())
+    m_replicas_seen = std::max(m_replicas_seen, connected_replicas(*role));
   if (call.wrote_lease && !call.wrote_lease(*reply))
     return Outcome{std::move(*reply), std::nullopt};
   if (role && role->is_error()) {
@@ -171,7 +199,7 @@ Result<Outcome> ServerBackend::execute(redis::Connection& conn,
     return Outcome{std::move(*reply), std::move(refused)};
   }
   Ack ack;
-  ack.wanted = m_target.replicas.count ? *m_target.replicas.count : connected_replicas(*role);
+  ack.wanted = replicas.all() ? m_replicas_seen : *replicas.count;
   if (ack.wanted == 0) return Outcome{std::move(*reply), ack};
   // WAIT's own timeout ends it; the deadline only guards against a server
   // that does not answer at all.
@@ -184,6 +212,9 @@ Result<Outcome> ServerBackend::execute(redis::Connection& conn,
     return fail(Error::Code::protocol,
                 fmt::format("{}: unexpected reply to WAIT", conn.describe()));
   ack.acknowledged = static_cast<int>(std::clamp<std::int64_t>(waited->integer, 0, 1'000'000));
+  // Fewer acknowledgements than replicas seen may be a failover in
+  // progress: the next try asks the Sentinels where the master is now.
+  if (!ack.enough() && sentinel()) m_connection.reset();
   return Outcome{std::move(*reply), ack};
 }
 

@@ -8,15 +8,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "config/replicas.h"
 #include "redis/connection.h"
 
 namespace rlock::backend {
-
-/// How many replicas must acknowledge a lease (WAIT) before it counts.
-struct Replicas {
-  std::optional<int> count;  // unset: every replica connected at that moment
-  bool wanted() const { return !count || *count > 0; }
-};
 
 /// One deployment.
 struct Target {
@@ -28,7 +23,8 @@ struct Target {
   std::vector<redis::ConnectOptions> sentinels;
   std::string master_name;
   std::string prefix = "rlock:";
-  Replicas replicas;
+  /// How many replicas must acknowledge a lease (WAIT) before it counts.
+  config::ReplicaPolicy replicas;
 };
 
 /// The backend for `target`. Nothing is connected until first use.
