@@ -80,7 +80,13 @@ std::size_t RespReader::check(std::string_view bytes) {
     // A header line: refused, it is withheld from hiredis from its start in
     // this feed (an earlier part of it is an incomplete line to hiredis).
     const std::size_t line_start = pos;
-    const auto end = bytes.find('\n', pos);
+    // A line ends at the first CR LF, exactly where hiredis ends it: a bare
+    // LF (or CR) is part of the line, or the two would see different
+    // headers, and a length this check never saw could reach hiredis.
+    auto end = bytes.find('\n', pos);
+    while (end != std::string_view::npos &&
+           !(end > pos ? bytes[end - 1] == '\r' : m_line.ends_with('\r')))
+      end = bytes.find('\n', end + 1);
     const std::size_t stop = end == std::string_view::npos ? bytes.size() : end + 1;
     if (m_line.size() + (stop - pos) > m_limits.max_line) {
       m_too_large = fmt::format("a reply line longer than {} bytes", m_limits.max_line);
@@ -90,8 +96,7 @@ std::size_t RespReader::check(std::string_view bytes) {
     pos = stop;
     if (end == std::string_view::npos) break;
     std::string_view line = m_line;
-    line.remove_suffix(1);
-    if (line.ends_with('\r')) line.remove_suffix(1);
+    line.remove_suffix(2);  // CR LF
     const bool ok = check_header(line);
     m_line.clear();
     if (!ok) return line_start;

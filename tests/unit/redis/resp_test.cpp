@@ -218,6 +218,23 @@ TEST(RespReaderLimits, FollowsBulkPayloadsThatLookLikeHeaders) {
   EXPECT_EQ(reader.next().value()->str, "*99\r\n");
 }
 
+TEST(RespReaderLimits, ALineEndsWhereHiredisEndsItAtCrLf) {
+  // Found by fuzz/resp.cpp: a bare LF inside an error line made this check
+  // see a new (unknown, so unchecked) header where hiredis saw the same
+  // line go on, and a huge array header later reached hiredis unchecked.
+  const std::string stream = "-ERR a\nb\rc\r\n*2147483647\r\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    RespReader reader({10, 100, 50});
+    reader.feed(stream.substr(0, cut));
+    reader.feed(stream.substr(cut));
+    auto first = reader.next();
+    ASSERT_TRUE(first.has_value()) << cut;
+    ASSERT_TRUE(first->has_value()) << cut;
+    EXPECT_EQ((*first)->str, "ERR a\nb\rc") << cut;
+    EXPECT_FALSE(reader.next().has_value()) << cut;  // refused, not allocated
+  }
+}
+
 TEST(RespReaderLimits, NilsAndEmptyArraysAreFine) {
   RespReader reader({2, 100, 50});
   reader.feed("*2\r\n*-1\r\n*0\r\n$-1\r\n*2\r\n:1\r\n:2\r\n");
