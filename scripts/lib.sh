@@ -4,12 +4,20 @@
 # that installs the missing ones, and private redis-servers for the checks and
 # benchmarks. Sourced, never executed.
 
-# Everything a fresh Debian 12 needs, grouped by purpose.
-RLOCK_PACKAGES=(
+# What a fresh Debian 12 needs, grouped by purpose. scripts/demo installs
+# only RLOCK_DEMO_PACKAGES (build rlock, run a private redis-server);
+# scripts/test installs RLOCK_PACKAGES, which is those plus everything the
+# tests, checks and proof harness use.
+RLOCK_DEMO_PACKAGES=(
   # build
   build-essential cmake pkg-config libhiredis-dev libfmt-dev libssl-dev libcli11-dev
+  # a throwaway redis-server on a free port (free_loopback_port is Python)
+  redis-server redis-tools python3
+)
+RLOCK_PACKAGES=(
+  "${RLOCK_DEMO_PACKAGES[@]}"
   # unit and end-to-end tests
-  libgtest-dev bats bats-assert bats-support redis-server redis-tools openssl procps
+  libgtest-dev bats bats-assert bats-support openssl procps
   util-linux python3-redis parallel
   # style, man page, benchmarks, packaging, completions
   clang-format groff hyperfine dpkg-dev file bash-completion zsh fish
@@ -28,18 +36,22 @@ missing_packages() {
   done
 }
 
-# Installs whatever is missing from RLOCK_PACKAGES, without asking anything.
+# ensure_packages [PACKAGE...]: installs whatever is missing from the
+# packages given (default: RLOCK_PACKAGES), without asking anything.
 # `apt-get update` runs only when something has to be installed, so a
-# provisioned machine (and CI on it) never touches the network here.
-# Installing redis-server may start Debian's own service on port 6379; nothing
-# of ours uses it: tests and the demo start private servers on free ports.
+# provisioned machine (and CI on it) never touches the network here. apt's
+# output goes to a log, printed only if it fails: one line says what is
+# being installed. Installing redis-server may start Debian's own service on
+# port 6379; nothing of ours uses it: tests and the demo start private
+# servers on free ports.
 ensure_packages() {
   local missing
-  mapfile -t missing < <(missing_packages "${RLOCK_PACKAGES[@]}")
+  if (($# == 0)); then set -- "${RLOCK_PACKAGES[@]}"; fi
+  mapfile -t missing < <(missing_packages "$@")
   if ((${#missing[@]} == 0)); then
     return 0
   fi
-  echo "==> installing missing packages: ${missing[*]}"
+  echo "==> installing missing packages (a minute or two): ${missing[*]}"
   local sudo=()
   if ((EUID != 0)); then
     if ! command -v sudo >/dev/null; then
@@ -48,10 +60,18 @@ ensure_packages() {
     fi
     sudo=(sudo -n)
   fi
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-    --no-install-recommends -o Dpkg::Options::=--force-confdef \
-    -o Dpkg::Options::=--force-confold "${missing[@]}" </dev/null
+  local log rc=0
+  log="$(mktemp "${TMPDIR:-/tmp}/rlock-apt.XXXXXX")"
+  { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+      --no-install-recommends -o Dpkg::Options::=--force-confdef \
+      -o Dpkg::Options::=--force-confold "${missing[@]}"; } </dev/null >"$log" 2>&1 || rc=$?
+  if ((rc != 0)); then
+    cat "$log" >&2
+    echo "error: apt-get failed (exit $rc) installing: ${missing[*]}" >&2
+  fi
+  rm -f "$log"
+  return "$rc"
 }
 
 # Prints a TCP port on 127.0.0.1 that nothing is bound to, outside the
