@@ -5,14 +5,14 @@
 # command line so far points at, and only if it answers within a second).
 
 _rlock_commands="run acquire renew release status"
-_rlock_global_opts="-u --url --prefix --user --password-file --tls --cacert --cacertdir --cert
-  --key --sni --insecure --connect-timeout --config --show-command --json -v --verbose -q --quiet
-  -h --help"
+_rlock_global_opts="-u --url --prefix --user --password-file --sentinel-user
+  --sentinel-password-file --replicas --tls --cacert --cacertdir --cert --key --sni --insecure
+  --connect-timeout --config --show-command --json -v --verbose -q --quiet -h --help"
 _rlock_lock_opts="-t --ttl -n --nonblock -w --wait --timeout -E --conflict-exit-code -s --shared
   -l --limit --owner"
 # Options that take a value (the next word is theirs, not a positional).
-_rlock_valued="-u --url --prefix --user --password-file --cacert --cacertdir --cert --key --sni
-  --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code -l --limit
+_rlock_valued="-u --url --prefix --user --password-file --sentinel-user --sentinel-password-file
+  --replicas --cacert --cacertdir --cert --key --sni --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code -l --limit
   --owner -c --kill-after --min-hold --max-hold --token --token-file --holder"
 
 # The options of one command (global options are valid after it too).
@@ -36,13 +36,15 @@ _rlock_lock_names() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="${COMP_WORDS[i]}"
     case "$word" in
-      -u | --url | --prefix | --user | --password-file | --cacert | --cacertdir | --cert | --key | \
-        --sni | --connect-timeout | --config)
+      -u | --url | --prefix | --user | --password-file | --sentinel-user | \
+        --sentinel-password-file | --cacert | --cacertdir | --cert | --key | --sni | \
+        --connect-timeout | --config)
         if ((i + 1 < COMP_CWORD)); then conn+=("$word" "${COMP_WORDS[i + 1]}"); fi
         ((i++))
         ;;
-      --url=* | --prefix=* | --user=* | --password-file=* | --cacert=* | --cacertdir=* | \
-        --cert=* | --key=* | --sni=* | --connect-timeout=* | --config=* | --tls | --insecure)
+      --url=* | --prefix=* | --user=* | --password-file=* | --sentinel-user=* | \
+        --sentinel-password-file=* | --cacert=* | --cacertdir=* | --cert=* | --key=* | --sni=* | \
+        --connect-timeout=* | --config=* | --tls | --insecure)
         conn+=("$word")
         ;;
     esac
@@ -61,7 +63,8 @@ _rlock() {
   # The value of an option: files where a file is wanted, nothing to guess
   # for durations, numbers and free text.
   case "$prev" in
-    --password-file | --cacert | --cert | --key | --config | --token-file)
+    --password-file | --sentinel-password-file | --cacert | --cert | --key | --config | \
+      --token-file)
       compopt -o filenames 2>/dev/null
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return 0
@@ -73,6 +76,10 @@ _rlock() {
       ;;
     -c)
       mapfile -t COMPREPLY < <(compgen -c -- "$cur")
+      return 0
+      ;;
+    --replicas)
+      mapfile -t COMPREPLY < <(compgen -W "all 0 1 2" -- "$cur")
       return 0
       ;;
   esac

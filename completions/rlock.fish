@@ -10,8 +10,8 @@ set -l __rlock_commands run acquire renew release status
 # values skipped), one per line.
 function __rlock_words
     set -l tokens (commandline -opc)
-    set -l valued -u --url --prefix --user --password-file --cacert --cacertdir --cert --key \
-        --sni --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code \
+    set -l valued -u --url --prefix --user --password-file --sentinel-user \
+        --sentinel-password-file --replicas --cacert --cacertdir --cert --key --sni --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code \
         -l --limit --owner -c --kill-after --min-hold --max-hold --token --token-file --holder
     set -l skip 0
     set -l dashdash 0
@@ -76,13 +76,15 @@ function __rlock_lock_names
     while test $i -le (count $tokens)
         set -l token $tokens[$i]
         switch $token
-            case -u --url --prefix --user --password-file --cacert --cacertdir --cert --key \
-                --sni --connect-timeout --config
+            case -u --url --prefix --user --password-file --sentinel-user \
+                --sentinel-password-file --cacert --cacertdir --cert --key --sni \
+                --connect-timeout --config
                 set i (math $i + 1)
                 if test $i -le (count $tokens)
                     set conn $conn $token $tokens[$i]
                 end
-            case '--url=*' '--prefix=*' '--user=*' '--password-file=*' '--cacert=*' \
+            case '--url=*' '--prefix=*' '--user=*' '--password-file=*' '--sentinel-user=*' \
+                '--sentinel-password-file=*' '--cacert=*' \
                 '--cacertdir=*' '--cert=*' '--key=*' '--sni=*' '--connect-timeout=*' \
                 '--config=*' --tls --insecure
                 set conn $conn $token
@@ -114,10 +116,13 @@ complete -c rlock -n __rlock_wants_name -a '(__rlock_lock_names)' -d 'lock'
 complete -c rlock -n __rlock_run_wants_command -a '(__fish_complete_command)'
 
 # Global options (before or after the command).
-complete -c rlock -s u -l url -x -d 'Redis URL (redis://, rediss://, unix://)'
+complete -c rlock -s u -l url -x -d 'Redis URL (redis://, rediss://, unix://, redis-sentinel://)'
 complete -c rlock -l prefix -x -d 'Key namespace (default rlock:)'
 complete -c rlock -l user -x -d 'ACL user name'
 complete -c rlock -l password-file -r -F -d 'Read the password from this file'
+complete -c rlock -l sentinel-user -x -d 'ACL user name for the Sentinels'
+complete -c rlock -l sentinel-password-file -r -F -d "Read the Sentinels' password from this file"
+complete -c rlock -l replicas -x -a 'all 0 1 2' -d 'Replicas that must acknowledge (default all)'
 complete -c rlock -l tls -d 'Use TLS'
 complete -c rlock -l cacert -r -F -d 'CA certificate file'
 complete -c rlock -l cacertdir -x -a '(__fish_complete_directories)' -d 'Directory of CA certificates'

@@ -167,6 +167,7 @@ class ClusterBackend final : public Backend {
     copy->m_masters = m_masters;
     copy->m_replicas = m_replicas;
     copy->m_stale = m_stale;
+    copy->m_replicas_seen = m_replicas_seen;
     return copy;
   }
 
@@ -197,6 +198,9 @@ class ClusterBackend final : public Backend {
   /// Set when a redirection or a failure says the map may be out of date.
   bool m_stale = false;
   std::map<std::string, redis::Connection> m_connections;
+  /// Per master (host:port): the most replicas it has been seen with (see
+  /// execute()).
+  std::map<std::string, int> m_replicas_seen;
   int m_interrupt_fd = -1;
 };
 
@@ -229,6 +233,7 @@ Result<redis::Connection*> ClusterBackend::connection(const NodeAddress& node, D
     options.url.scheme = redis::Url::Scheme::tcp;
   options.url.host = node.host;
   options.url.port = node.port;
+  options.url.hosts = {redis::Endpoint{node.host, node.port}};
   options.interrupt_fd = m_interrupt_fd;
   const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
   options.connect_timeout = std::clamp(left, Millis(1), options.connect_timeout);
@@ -322,11 +327,16 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
     } else {
       reused = m_connections.contains(node->text());
       auto conn = connection(*node, deadline);
-      outcome = conn ? execute(**conn, m_target.replicas, keys, call, deadline, ask)
+      // Replicas are seen per master: a promoted replica starts afresh.
+      int& seen = m_replicas_seen[node->text()];
+      outcome = conn ? execute(**conn, m_target.replicas, seen, keys, call, deadline, ask)
                      : std::unexpected(conn.error());
     }
     if (outcome) return outcome;
     const Error& error = outcome.error();
+    // No node answered and none ever did: the Cluster is out of reach (as a
+    // single server that refuses a fresh connection), not failing over.
+    if (!node && error.code == Error::Code::unreachable && m_masters.empty()) return outcome;
     if (node && (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted))
       drop(*node);
     if (error.code == Error::Code::interrupted) return outcome;

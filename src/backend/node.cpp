@@ -73,16 +73,17 @@ std::string acl_user_of(const redis::ConnectOptions& o) {
   return o.user.value_or(o.url.user.value_or("default"));
 }
 
-Result<Outcome> execute(redis::Connection& conn, const Replicas& replicas,
-                        const std::vector<std::string>& keys, const lock::Call& call,
-                        Deadline deadline, bool asking) {
-  const bool acknowledge = call.replicate_within && replicas.wanted();
+Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
+                        int& replicas_seen, const std::vector<std::string>& keys,
+                        const lock::Call& call, Deadline deadline, bool asking) {
+  const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
   // With --replicas all, ROLE travels with the script (one round trip) and
-  // says how many replicas are connected at this moment. ROLE goes first:
+  // says how many replicas are connected at this moment (never fewer than
+  // this master was seen with: see replicas_seen). ROLE goes first:
   // a server that wants a password answers a short command with NOAUTH but
   // closes the connection after refusing a long one, and both answers are
   // needed to report the refusal as what it is.
-  const bool ask_role = acknowledge && !replicas.count;
+  const bool ask_role = acknowledge && replicas.all();
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
   if (!ask_role && !asking) {
@@ -113,6 +114,7 @@ Result<Outcome> execute(redis::Connection& conn, const Replicas& replicas,
     }
   }
   if (!reply) return std::unexpected(reply.error());
+  if (role && !role->is_error()) replicas_seen = std::max(replicas_seen, connected_replicas(*role));
   if (!acknowledge || (call.wrote_lease && !call.wrote_lease(*reply)))
     return Outcome{std::move(*reply), std::nullopt};
   if (role && role->is_error()) {
@@ -125,7 +127,7 @@ Result<Outcome> execute(redis::Connection& conn, const Replicas& replicas,
     return Outcome{std::move(*reply), std::move(refused)};
   }
   Ack ack;
-  ack.wanted = replicas.count ? *replicas.count : connected_replicas(*role);
+  ack.wanted = replicas.all() ? replicas_seen : *replicas.count;
   if (ack.wanted == 0) return Outcome{std::move(*reply), ack};
   // WAIT's own timeout ends it; the deadline only guards against a server
   // that does not answer at all.

@@ -49,11 +49,16 @@ bool server_kind(const Error& error, std::initializer_list<redis::ServerError> k
 std::string acl_user_of(const redis::ConnectOptions& options);
 
 /// Runs `call` once on `conn` (the master of the lock), then WAITs for the
-/// replicas `replicas` asks for if the call wrote a lease. With `asking`
-/// (a Cluster ASK redirection), ASKING goes right before the script.
-Result<Outcome> execute(redis::Connection& conn, const Replicas& replicas,
-                        const std::vector<std::string>& keys, const lock::Call& call,
-                        Deadline deadline, bool asking = false);
+/// replicas `replicas` asks for if the call wrote a lease. `replicas_seen`:
+/// the most replicas this master has been seen with (ROLE), raised here;
+/// with --replicas all a lease must reach that many even when fewer are
+/// connected now (the first sign of a failover is the promoted replica
+/// leaving the old master, which still takes writes the new master never
+/// sees). With `asking` (a Cluster ASK redirection), ASKING goes right
+/// before the script.
+Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
+                        int& replicas_seen, const std::vector<std::string>& keys,
+                        const lock::Call& call, Deadline deadline, bool asking = false);
 
 /// The names of every lock whose meta key SCAN finds on `conn`, sorted,
 /// without duplicates. Bounded in steps and time (a broken server's cursor

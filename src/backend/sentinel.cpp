@@ -89,8 +89,11 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     // The master's credentials, TLS settings and database; the Sentinel's
     // address for it.
     redis::ConnectOptions options = target.server;
+    options.url.sentinel = false;
+    options.url.master_name.clear();
     options.url.host = answer->address->first;
     options.url.port = answer->address->second;
+    options.url.hosts = {redis::Endpoint{options.url.host, options.url.port}};
     auto master = redis::Connection::connect(within(options, interrupt_fd, deadline));
     if (!master) {
       if (master.error().code == Error::Code::interrupted) return master;

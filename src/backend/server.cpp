@@ -48,6 +48,8 @@ class ServerBackend final : public Backend {
     if (m_cluster) return m_cluster->clone();
     auto copy = std::make_unique<ServerBackend>(m_target);
     copy->m_discovery = m_discovery;
+    copy->m_master = m_master;
+    copy->m_replicas_seen = m_replicas_seen;
     // The clone serves a long run (the heartbeat): it asks now, while the
     // node answers, whether it is a Cluster node (and if so loads the slot
     // map), so that it can follow a failover of this very node later even
@@ -94,6 +96,14 @@ class ServerBackend final : public Backend {
   std::optional<redis::Connection> m_connection;
   int m_interrupt_fd = -1;
   Discovery m_discovery;
+  /// The master of the current connection (its redacted URL), and the most
+  /// replicas it has been seen with (ROLE). With --replicas all, a lease
+  /// must reach that many even when fewer are connected now: the first
+  /// sign of a failover is the promoted replica leaving the old master,
+  /// which still takes writes that the new master will never see.
+  std::string m_master;
+  int m_replicas_seen = 0;
+  Deadline m_last_used{};
   /// Set once the server turned out to be a Cluster node.
   std::unique_ptr<Backend> m_cluster;
   bool m_probe_cluster = false;
@@ -125,6 +135,15 @@ Result<void> ServerBackend::probe_cluster(Deadline deadline) {
 }
 
 Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
+  // Under Sentinel a connection that sat idle may lead to a master that has
+  // since been replaced but does not know it yet (it still takes writes the
+  // new master never sees): after an idle second, ask the Sentinels again.
+  // That costs a few round trips per renewal and per release, which run
+  // seconds apart.
+  constexpr Millis k_sentinel_recheck{1000};
+  if (sentinel() && m_connection && Clock::now() - m_last_used >= k_sentinel_recheck)
+    m_connection.reset();
+  m_last_used = Clock::now();
   if (!m_connection) {
     Result<redis::Connection> connected =
         sentinel() ? connect_master(m_target, m_interrupt_fd, deadline, m_discovery) : [&] {
@@ -133,6 +152,11 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
           return redis::Connection::connect(options);
         }();
     if (!connected) return std::unexpected(connected.error());
+    // Another master (a failover): one of the replicas seen is now the
+    // master, so one fewer is expected of it until it shows more.
+    if (!m_master.empty() && connected->describe() != m_master)
+      m_replicas_seen = std::max(0, m_replicas_seen - 1);
+    m_master = connected->describe();
     m_connection.emplace(std::move(*connected));
   }
   m_connection->set_interrupt_fd(m_interrupt_fd);
@@ -160,8 +184,12 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     // once would only double the wait for that answer.
     const bool reused = m_connection.has_value();
     auto conn = connection(deadline);
-    Result<Outcome> outcome = conn ? execute(**conn, m_target.replicas, keys, call, deadline)
-                                   : std::unexpected(conn.error());
+    Result<Outcome> outcome =
+        conn ? execute(**conn, m_target.replicas, m_replicas_seen, keys, call, deadline)
+             : std::unexpected(conn.error());
+    // Fewer acknowledgements than replicas seen may be a failover in
+    // progress: the next try asks the Sentinels where the master is now.
+    if (outcome && outcome->ack && !outcome->ack->enough() && sentinel()) m_connection.reset();
     if (outcome) return outcome;
     const Error& error = outcome.error();
     // A redirection or CLUSTERDOWN: the server is a Cluster node, and the
@@ -254,6 +282,10 @@ Result<std::vector<NamedReply>> ServerBackend::run_on_every_lock(const lock::Cal
 }  // namespace
 
 std::unique_ptr<Backend> make_backend(Target target) {
+  if (!target.seeds.empty()) {
+    auto seeds = target.seeds;
+    return make_cluster_backend(std::move(target), std::move(seeds));
+  }
   return std::make_unique<ServerBackend>(std::move(target));
 }
 

@@ -29,7 +29,8 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   // the following words (`status -u URL a b`) and split `[..]` into a list.
   app.add_option("-u,--url", g.layer.urls,
                  "Redis URL: redis://[user@]host[:port][/db], rediss://..., "
-                 "unix:///path.sock[?db=N] (env RLOCK_URL, REDIS_URL)")
+                 "unix:///path.sock[?db=N], redis-sentinel://[user@]s1[:port],s2.../db#MASTER "
+                 "(env RLOCK_URL, REDIS_URL)")
       ->allow_extra_args(false)
       ->group(group);
   app.add_option("--prefix", g.layer.prefix, "Key namespace (default rlock:; env RLOCK_PREFIX)")
@@ -37,6 +38,17 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   app.add_option("--user", g.layer.user, "ACL user name")->group(group);
   app.add_option("--password-file", g.layer.password_file,
                  "Read the password from this file (env RLOCK_PASSWORD, REDISCLI_AUTH)")
+      ->group(group);
+  app.add_option("--sentinel-user", g.layer.sentinel_user,
+                 "ACL user name for the Sentinels (the URL's user is the master's)")
+      ->group(group);
+  app.add_option("--sentinel-password-file", g.layer.sentinel_password_file,
+                 "Read the Sentinels' password from this file (env RLOCK_SENTINEL_PASSWORD)")
+      ->group(group);
+  app.add_option("--replicas", g.layer.replicas,
+                 "Replicas that must acknowledge each acquire and renewal: N, or all "
+                 "(default: all connected; 0: do not wait)")
+      ->type_name("N|all")
       ->group(group);
   app.add_flag("--tls", g.tls, "Use TLS (implied by rediss://)")->group(group);
   app.add_option("--cacert", g.layer.cacert, "CA certificate file to verify the server")
@@ -60,6 +72,26 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
       ->group(group);
   app.add_flag("-v,--verbose", g.verbose, "More on stderr")->group(group);
   app.add_flag("-q,--quiet", g.quiet, "Less on stderr")->group(group);
+}
+
+/// `--password` and `--sentinel-password` do not exist, on purpose: every
+/// user of the host sees argv in ps. Asking for one gets the way to do it
+/// instead, and never the value echoed back (CLI11's "not expected" message
+/// would quote it). Words after `--` are lock names, not options.
+Result<void> refuse_secret_options(const std::vector<std::string>& args) {
+  static constexpr std::pair<std::string_view, std::string_view> k_secrets[] = {
+      {"--password", "--password-file or RLOCK_PASSWORD"},
+      {"--sentinel-password", "--sentinel-password-file or RLOCK_SENTINEL_PASSWORD"}};
+  for (const auto& arg : args) {
+    if (arg == "--") break;
+    for (const auto& [option, instead] : k_secrets)
+      if (arg == option || (arg.starts_with(option) && arg[option.size()] == '='))
+        return fail(Error::Code::usage,
+                    fmt::format("there is no {} option: a password on the command line is "
+                                "visible to every user in ps; use {}",
+                                option, instead));
+  }
+  return {};
 }
 
 /// `run --help` spells out its two forms in its footer (`Usage: ...`
@@ -257,6 +289,7 @@ int run_main(int argc, char** argv) {
 
   auto line = split_command_line(app, std::vector<std::string>(argv + 1, argv + argc));
   if (!line) return report(line.error());
+  if (auto ok = refuse_secret_options(line->args); !ok) return report(ok.error());
   context.operands = std::move(line->operands);
   auto args = std::move(line->args);
   // CLI11 takes the arguments in reverse order.

@@ -26,6 +26,47 @@ int report(const Error& error) {
   return static_cast<int>(exit_status(error.code));
 }
 
+namespace {
+
+/// The backend target of the (one) deployment the settings name.
+backend::Target target_of(const config::Settings& settings) {
+  backend::Target target;
+  target.server = settings.servers.front();
+  target.prefix = settings.prefix;
+  target.replicas = settings.replicas;
+  const redis::Url& url = target.server.url;
+  if (url.sentinel) {
+    // Each Sentinel: the URL's scheme and TLS settings, its own address and
+    // credentials (the URL's user and password are the master's).
+    for (const auto& host : url.hosts) {
+      redis::ConnectOptions sentinel = target.server;
+      sentinel.url = redis::Url{};
+      sentinel.url.scheme = url.scheme;
+      sentinel.url.host = host.host;
+      sentinel.url.port = host.port;
+      sentinel.url.hosts = {host};
+      sentinel.user = settings.sentinel_user;
+      sentinel.password = settings.sentinel_password;
+      target.sentinels.push_back(std::move(sentinel));
+    }
+    target.master_name = url.master_name;
+  }
+  if (url.cluster_seeds()) {
+    // Each seed: the URL's credentials, TLS settings and database, its own
+    // address.
+    for (const auto& host : url.hosts) {
+      redis::ConnectOptions seed = target.server;
+      seed.url.host = host.host;
+      seed.url.port = host.port;
+      seed.url.hosts = {host};
+      target.seeds.push_back(std::move(seed));
+    }
+  }
+  return target;
+}
+
+}  // namespace
+
 Result<lock::LockClient> Context::client() {
   auto env = config::Environment::from_process();
   bool explicit_file = false;
@@ -43,10 +84,7 @@ Result<lock::LockClient> Context::client() {
   if (!settings) return std::unexpected(settings.error());
   for (const auto& w : settings->warnings) warn("warning: " + w);
   m_show_command = settings->show_command;
-  backend::Target target;
-  target.server = settings->servers.front();
-  target.prefix = settings->prefix;
-  return lock::LockClient(backend::make_backend(std::move(target)));
+  return lock::LockClient(backend::make_backend(target_of(*settings)));
 }
 
 void Context::verbose(const std::string& line) const {

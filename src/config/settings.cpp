@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <sstream>
 
 #include "lock/keys.h"
@@ -31,15 +32,6 @@ std::string trim(std::string_view s) {
   if (begin == std::string_view::npos) return "";
   auto end = s.find_last_not_of(" \t\r");
   return std::string(s.substr(begin, end - begin + 1));
-}
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (auto t = trim(item); !t.empty()) out.push_back(t);
-  return out;
 }
 
 Result<bool> parse_bool(const std::string& value) {
@@ -68,13 +60,42 @@ const std::optional<T>& first_set(const std::optional<T>& a, const std::optional
   return a ? a : b;
 }
 
+/// A password file option and where it was set: its name in messages.
+struct PasswordFile {
+  const std::optional<std::string>& path;
+  std::string_view name;
+};
+
+/// A password by the precedence of the contract: the file named on the
+/// command line, then the first variable set, then the file the config file
+/// names (`origin` is its `file:line`). Unset when none is.
+Result<std::optional<std::string>> read_password(
+    PasswordFile cli,
+    std::initializer_list<std::reference_wrapper<const std::optional<std::string>>> env,
+    PasswordFile file, const std::string& origin, std::vector<std::string>& warnings) {
+  if (cli.path) {
+    auto p = read_secret_file(*cli.path, cli.name, Error::Code::usage, warnings);
+    if (!p) return std::unexpected(p.error());
+    return *p;
+  }
+  for (const auto& value : env)
+    if (value.get()) return value.get();
+  if (file.path) {
+    auto p = read_secret_file(*file.path, fmt::format("{} (set at {})", file.name, origin),
+                              Error::Code::config, warnings);
+    if (!p) return fail(Error::Code::config, p.error().message);
+    return *p;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Environment Environment::from_process() {
   return Environment{getenv_opt("RLOCK_URL"),     getenv_opt("REDIS_URL"),
                      getenv_opt("RLOCK_PREFIX"),  getenv_opt("RLOCK_PASSWORD"),
                      getenv_opt("REDISCLI_AUTH"), getenv_opt("RLOCK_CONNECT_TIMEOUT"),
-                     getenv_opt("RLOCK_CONFIG")};
+                     getenv_opt("RLOCK_CONFIG"),  getenv_opt("RLOCK_SENTINEL_PASSWORD")};
 }
 
 std::optional<std::string> config_path(const std::optional<std::string>& flag,
@@ -190,10 +211,11 @@ Result<Layer> read_config_file(const std::string& path) {
     };
     Result<void> ok;
     if (key == "url") {
-      for (auto& u : split_commas(value)) {
+      for (auto& u : redis::split_deployments(value)) {
         if (auto url = redis::parse_url(u); !url) return bad(url.error().message);
         layer.urls.push_back(u);
       }
+      layer.url_origin = where;
     } else if (key == "prefix") {
       if (auto valid = lock::validate_prefix(value); !valid) return bad(valid.error().message);
       layer.prefix = value;
@@ -202,6 +224,14 @@ Result<Layer> read_config_file(const std::string& path) {
     } else if (key == "password-file") {
       layer.password_file = value;
       layer.password_file_origin = where;
+    } else if (key == "sentinel-user") {
+      layer.sentinel_user = value;
+    } else if (key == "sentinel-password-file") {
+      layer.sentinel_password_file = value;
+      layer.sentinel_password_file_origin = where;
+    } else if (key == "replicas") {
+      if (auto parsed = parse_replicas(value); !parsed) return bad(parsed.error().message);
+      layer.replicas = value;
     } else if (key == "tls") {
       ok = flag(layer.tls);
     } else if (key == "insecure") {
@@ -240,9 +270,13 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
   // (whose values read_config_file already checked).
   std::vector<std::string> urls = cli.urls;
   std::string url_source = "--url";
-  if (urls.empty() && env.rlock_url) urls = split_commas(*env.rlock_url), url_source = "RLOCK_URL";
-  if (urls.empty() && env.redis_url) urls = split_commas(*env.redis_url), url_source = "REDIS_URL";
-  if (urls.empty()) urls = file.urls, url_source = "config file";
+  if (urls.empty() && env.rlock_url)
+    urls = redis::split_deployments(*env.rlock_url), url_source = "RLOCK_URL";
+  if (urls.empty() && env.redis_url)
+    urls = redis::split_deployments(*env.redis_url), url_source = "REDIS_URL";
+  const bool urls_from_file = urls.empty() && !file.urls.empty();
+  if (urls_from_file)
+    urls = file.urls, url_source = file.url_origin.empty() ? "config file" : file.url_origin;
   if (urls.empty()) urls = {"redis://127.0.0.1:6379/0"};
   const bool urls_from_cli = !cli.urls.empty();
 
@@ -268,24 +302,31 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
 
   // The password: a file named on the command line, the environment, a file
   // from the config file; a URL's own password counts last.
-  std::optional<std::string> password;
-  if (cli.password_file) {
-    auto p = read_secret_file(*cli.password_file, "--password-file", Error::Code::usage,
-                              settings.warnings);
-    if (!p) return std::unexpected(p.error());
-    password = *p;
-  } else if (env.password) {
-    password = env.password;
-  } else if (env.rediscli_auth) {
-    password = env.rediscli_auth;
-  } else if (file.password_file) {
-    auto p = read_secret_file(*file.password_file,
-                              fmt::format("password-file (set at {})", file.password_file_origin),
-                              Error::Code::config, settings.warnings);
-    if (!p) return fail(Error::Code::config, p.error().message);
-    password = *p;
-  }
+  auto password = read_password(
+      {cli.password_file, "--password-file"}, {env.password, env.rediscli_auth},
+      {file.password_file, "password-file"}, file.password_file_origin, settings.warnings);
+  if (!password) return std::unexpected(password.error());
   auto user = first_set(cli.user, file.user);
+
+  // The Sentinels' own credentials, by the same rules.
+  auto sentinel_password = read_password({cli.sentinel_password_file, "--sentinel-password-file"},
+                                         {env.sentinel_password},
+                                         {file.sentinel_password_file, "sentinel-password-file"},
+                                         file.sentinel_password_file_origin, settings.warnings);
+  if (!sentinel_password) return std::unexpected(sentinel_password.error());
+  settings.sentinel_password = *sentinel_password;
+  settings.sentinel_user = first_set(cli.sentinel_user, file.sentinel_user);
+
+  if (cli.replicas) {
+    auto parsed = parse_replicas(*cli.replicas);
+    if (!parsed) return fail(Error::Code::usage, "--replicas: " + parsed.error().message);
+    settings.replicas = *parsed;
+  } else if (file.replicas) {
+    // read_config_file checked it; a Layer made elsewhere may not be.
+    auto parsed = parse_replicas(*file.replicas);
+    if (!parsed) return fail(Error::Code::config, "replicas: " + parsed.error().message);
+    settings.replicas = *parsed;
+  }
   settings.show_command = first_set(cli.show_command, file.show_command).value_or(false);
 
   // --insecure turns verification off; a CA certificate asks for it. Both
@@ -321,7 +362,7 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     // 5 s (or the connect timeout, if longer) bounds a stalled server.
     options.command_timeout = std::max(Millis(5000), connect_timeout);
     if (user) options.user = user;
-    if (password) options.password = password;
+    if (*password) options.password = *password;
     auto& tls = options.tls;
     tls.enabled =
         url->scheme == redis::Url::Scheme::tls || first_set(cli.tls, file.tls).value_or(false);
@@ -342,7 +383,7 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     settings.servers.push_back(std::move(options));
   }
   if (settings.servers.size() > 1)
-    return fail(url_source == "config file" ? Error::Code::config : Error::Code::usage,
+    return fail(urls_from_file ? Error::Code::config : Error::Code::usage,
                 url_source +
                     ": several URLs (quorum mode over independent masters) are not supported yet; "
                     "give one URL");

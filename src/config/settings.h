@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/replicas.h"
 #include "redis/connection.h"
 #include "util/error.h"
 
@@ -14,6 +15,8 @@ namespace rlock::config {
 
 /// What the user may set (global options), each unset until someone sets it.
 struct Layer {
+  /// One deployment each (a config file's or RLOCK_URL's comma list split by
+  /// redis::split_deployments).
   std::vector<std::string> urls;
   std::optional<std::string> prefix;
   std::optional<std::string> user;
@@ -23,15 +26,28 @@ struct Layer {
   std::optional<std::string> cacert, cacertdir, cert, key, sni;
   std::optional<bool> insecure;
   std::optional<std::string> connect_timeout;
-  /// Where a config file set password-file, insecure and cacert: the
-  /// `file:line` its errors name.
-  std::string password_file_origin, insecure_origin;
+  /// The Sentinels' own ACL user and password file (a Sentinel URL's user
+  /// and password are the master's). The password itself only ever comes
+  /// from a file or RLOCK_SENTINEL_PASSWORD: never argv.
+  std::optional<std::string> sentinel_user, sentinel_password_file;
+  std::optional<std::string> replicas;  // "all" or a number, as given
+  /// Where a config file set url, password-file, sentinel-password-file and
+  /// insecure: the `file:line` its errors name.
+  std::string url_origin, password_file_origin, sentinel_password_file_origin, insecure_origin;
   std::optional<bool> show_command;  // store full command lines (not only program names)
 };
 
 /// The settings a command runs with.
 struct Settings {
-  std::vector<redis::ConnectOptions> servers;  // one, or several for quorum
+  /// One, or several for quorum. For a Sentinel URL (url.sentinel), url.hosts
+  /// are the Sentinels, user and password are the master's (the Sentinels'
+  /// are sentinel_user and sentinel_password), tls is for both.
+  std::vector<redis::ConnectOptions> servers;
+  /// How many replicas must acknowledge each acquire and renewal (WAIT).
+  ReplicaPolicy replicas;
+  /// For redis-sentinel:// URLs: the credentials sent to the Sentinels
+  /// (each server's user and password are the master's). Unset: none.
+  std::optional<std::string> sentinel_user, sentinel_password;
   std::string prefix = "rlock:";
   std::vector<std::string> warnings;  // printed to stderr by the CLI
   /// Holders and audit records carry the full command line, not only the
@@ -42,7 +58,7 @@ struct Settings {
 /// The environment variables rlock reads, in one table (see rlock(1)).
 struct Environment {
   std::optional<std::string> rlock_url, redis_url, prefix, password, rediscli_auth, connect_timeout,
-      config;
+      config, sentinel_password;
   static Environment from_process();
 };
 

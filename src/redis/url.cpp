@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <cctype>
 #include <climits>
 
 #include "util/number.h"
@@ -66,34 +67,64 @@ bool parse_userinfo(std::string_view info, Url& url) {
   return true;
 }
 
-/// `host[:port][/db]` after the user info.
-const char* parse_tcp(std::string_view rest, Url& url) {
+/// `host[:port]` or `[v6addr][:port]`: one entry of a URL's host list.
+const char* parse_endpoint(std::string_view text, int default_port, Endpoint& endpoint) {
   std::string_view host;
-  if (rest.starts_with('[')) {
-    const std::size_t close = rest.find(']');
+  if (text.starts_with('[')) {
+    const std::size_t close = text.find(']');
     if (close == std::string_view::npos) return "unterminated IPv6 address";
-    host = rest.substr(1, close - 1);
+    host = text.substr(1, close - 1);
     in6_addr address{};
     if (inet_pton(AF_INET6, std::string(host).c_str(), &address) != 1) {
       return "invalid IPv6 address";
     }
-    rest.remove_prefix(close + 1);
+    text.remove_prefix(close + 1);
   } else {
-    host = rest.substr(0, rest.find_first_of(":/"));
+    host = text.substr(0, text.find(':'));
     if (host.empty()) return "missing host";
     if (!is_hostname(host)) return "invalid host";
-    rest.remove_prefix(host.size());
+    text.remove_prefix(host.size());
   }
-  url.host = host;
-  if (rest.starts_with(':')) {
-    const std::string_view port = rest.substr(1, rest.find('/') - 1);
-    const auto value = parse_number(port, 1, 65535);
-    if (!value) return "port must be a number from 1 to 65535";
-    url.port = *value;
-    rest.remove_prefix(1 + port.size());
+  endpoint.host = host;
+  endpoint.port = default_port;
+  if (text.empty()) return nullptr;
+  if (!text.starts_with(':')) return "unexpected text after the host";
+  const auto value = parse_number(text.substr(1), 1, 65535);
+  if (!value) return "port must be a number from 1 to 65535";
+  endpoint.port = *value;
+  return nullptr;
+}
+
+/// `host[:port][,host[:port]...][/db]` after the user info. A comma inside
+/// IPv6 brackets is no separator (inet_pton refuses it anyway).
+const char* parse_tcp(std::string_view rest, int default_port, Url& url) {
+  std::size_t end = 0;
+  for (bool bracket = false; end < rest.size(); ++end) {
+    if (rest[end] == '[') bracket = true;
+    if (rest[end] == ']') bracket = false;
+    if (rest[end] == '/' && !bracket) break;
   }
+  std::string_view list = rest.substr(0, end);
+  rest.remove_prefix(end);
+  for (;;) {
+    std::size_t comma = 0;
+    for (bool bracket = false; comma < list.size(); ++comma) {
+      if (list[comma] == '[') bracket = true;
+      if (list[comma] == ']') bracket = false;
+      if (list[comma] == ',' && !bracket) break;
+    }
+    const std::string_view entry = list.substr(0, comma);
+    if (entry.empty() && !url.hosts.empty()) return "empty host in the list";
+    Endpoint endpoint;
+    if (const char* problem = parse_endpoint(entry, default_port, endpoint)) return problem;
+    url.hosts.push_back(std::move(endpoint));
+    if (comma == list.size()) break;
+    list.remove_prefix(comma + 1);
+    if (list.empty()) return "empty host in the list";
+  }
+  url.host = url.hosts.front().host;
+  url.port = url.hosts.front().port;
   if (rest.empty() || rest == "/") return nullptr;
-  if (!rest.starts_with('/')) return "unexpected text after the host";
   const auto db = parse_number(rest.substr(1), 0, INT_MAX);
   if (!db) return "database must be a non-negative number";
   url.db = *db;
@@ -115,7 +146,46 @@ const char* parse_unix(std::string_view rest, Url& url) {
   return nullptr;
 }
 
+/// Where a URL's scheme ends (the index of its "://"), or npos: a scheme is
+/// a letter and then letters, digits, '+', '-' or '.' (RFC 3986).
+std::size_t scheme_end(std::string_view text) {
+  const std::size_t end = text.find("://");
+  if (end == std::string_view::npos || end == 0 ||
+      !std::isalpha(static_cast<unsigned char>(text[0])))
+    return std::string_view::npos;
+  for (const char c : text.substr(0, end))
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.')
+      return std::string_view::npos;
+  return end;
+}
+
+std::string_view trim_blanks(std::string_view text) {
+  const std::size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string_view::npos) return {};
+  return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
+}
+
+std::string format_endpoint(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return fmt::format("{}{}{}:{}", ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+}
+
 }  // namespace
+
+std::vector<std::string> split_deployments(std::string_view text) {
+  std::vector<std::string> out;
+  if (trim_blanks(text).empty()) return out;
+  for (;;) {
+    const std::size_t comma = text.find(',');
+    const std::string_view entry = trim_blanks(text.substr(0, comma));
+    if (out.empty() || scheme_end(entry) != std::string_view::npos)
+      out.emplace_back(entry);
+    else
+      out.back().append(",").append(entry);
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
 
 std::string Url::redacted() const {
   if (scheme == Scheme::unix_socket) {
@@ -124,46 +194,62 @@ std::string Url::redacted() const {
                : fmt::format("unix://{}?db={}", percent::encode(path, needs_escape_in_path), db);
   }
   const std::string who = user ? percent::encode(*user, needs_escape) + "@" : "";
-  const bool ipv6 = host.find(':') != std::string::npos;
-  return fmt::format("{}://{}{}{}{}:{}/{}", scheme == Scheme::tls ? "rediss" : "redis", who,
-                     ipv6 ? "[" : "", host, ipv6 ? "]" : "", port, db);
-}
-
-/// True for a comma list of URLs or of hosts (`redis://a,redis://b`,
-/// `redis://a:1,b:2/0`): the syntax of Cluster seeds and quorums, which this
-/// version does not speak. A comma in the user info (a password) is fine.
-bool is_list(std::string_view text) {
-  for (const char* scheme : {",redis://", ",rediss://", ",unix://", ",redis-sentinel://"})
-    if (text.find(scheme) != std::string_view::npos) return true;
-  const std::size_t start = text.find("://");
-  if (start == std::string_view::npos || text.starts_with("unix://")) return false;
-  const std::size_t at = text.rfind('@');
-  const std::size_t host = at == std::string_view::npos || at < start ? start + 3 : at + 1;
-  return text.find(',', host) != std::string_view::npos;
+  // One host: host and port, which a caller may have changed since parsing.
+  std::string where = format_endpoint(host, port);
+  if (hosts.size() > 1 || (sentinel && !hosts.empty())) {
+    where.clear();
+    for (const auto& endpoint : hosts)
+      where += (where.empty() ? "" : ",") + format_endpoint(endpoint.host, endpoint.port);
+  }
+  const char* name = scheme == Scheme::tls ? (sentinel ? "rediss-sentinel" : "rediss")
+                                           : (sentinel ? "redis-sentinel" : "redis");
+  const std::string master = sentinel ? "#" + percent::encode(master_name, needs_escape) : "";
+  return fmt::format("{}://{}{}/{}{}", name, who, where, db, master);
 }
 
 Result<Url> parse_url(std::string_view text) {
   Url url;
   const char* problem = nullptr;
-  if (is_list(text)) {
+  const std::size_t end = scheme_end(text);
+  const std::string_view scheme = end == std::string_view::npos ? "" : text.substr(0, end);
+  std::string_view rest = end == std::string_view::npos ? "" : text.substr(end + 3);
+  url.sentinel = scheme == "redis-sentinel" || scheme == "rediss-sentinel";
+  if (split_deployments(text).size() > 1) {
     problem =
-        "a comma list of URLs or seed nodes (Cluster, Sentinel, quorum) is not supported yet; "
-        "give one redis://, rediss:// or unix:// URL";
-  } else if (text.starts_with("unix://")) {
+        "a comma list of URLs (a quorum of several deployments) is not supported yet; "
+        "give one URL";
+  } else if (scheme == "unix") {
     url.scheme = Url::Scheme::unix_socket;
-    problem = parse_unix(text.substr(7), url);
-  } else if (text.starts_with("redis://") || text.starts_with("rediss://")) {
-    url.scheme = text.starts_with("rediss://") ? Url::Scheme::tls : Url::Scheme::tcp;
-    std::string_view rest = text.substr(text.find("://") + 3);
+    problem = parse_unix(rest, url);
+  } else if (scheme == "redis" || scheme == "rediss" || url.sentinel) {
+    url.scheme = scheme.starts_with("rediss") ? Url::Scheme::tls : Url::Scheme::tcp;
+    // A Sentinel URL ends with #MASTER: the last '#', so that a password may
+    // hold one (a '#' in the master's name is written %23).
+    if (url.sentinel) {
+      const std::size_t hash = rest.rfind('#');
+      auto name = hash == std::string_view::npos ? std::optional<std::string>()
+                                                 : percent::decode(rest.substr(hash + 1));
+      if (hash == std::string_view::npos)
+        problem = "a Sentinel URL must end with #MASTER, the name of the master to ask for";
+      else if (!name)
+        problem = "invalid percent-encoding";
+      else if (name->empty())
+        problem = "the master name after '#' is empty";
+      else
+        url.master_name = std::move(*name), rest = rest.substr(0, hash);
+    }
     // The last '@' ends the user info, so an unencoded '@' or '/' in a
     // password still parses (and is still redacted).
-    if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    if (const std::size_t at = rest.rfind('@'); !problem && at != std::string_view::npos) {
       if (!parse_userinfo(rest.substr(0, at), url)) problem = "invalid percent-encoding";
       rest.remove_prefix(at + 1);
     }
-    if (!problem) problem = parse_tcp(rest, url);
+    if (!problem && rest.find('#') != std::string_view::npos)
+      problem = "a #MASTER name is only for redis-sentinel:// and rediss-sentinel:// URLs";
+    if (!problem) problem = parse_tcp(rest, url.sentinel ? 26379 : 6379, url);
   } else {
-    problem = "the scheme must be redis://, rediss:// or unix://";
+    problem =
+        "the scheme must be redis://, rediss://, unix://, redis-sentinel:// or rediss-sentinel://";
   }
   if (problem)
     return fail(Error::Code::usage, fmt::format("invalid URL {}: {}", redact_text(text), problem));

@@ -62,17 +62,15 @@ std::vector<HeldLock> parse_held(std::string_view value) {
 
 std::string without_passwords(std::string_view list) {
   std::string out;
-  for (std::string_view rest = list; !rest.empty();) {
-    auto comma = rest.find(',');
-    auto entry = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  // By deployment, not by comma: `redis-sentinel://:pw@s1,s2#m` is one URL.
+  for (const auto& entry : redis::split_deployments(list)) {
     if (entry.empty()) continue;
     auto url = redis::parse_url(entry);
     // An entry we cannot parse may still hold a password somewhere: drop
     // the whole variable rather than guess.
     if (!url) return "";
     if (!out.empty()) out += ',';
-    out += url->password ? url->redacted() : std::string(entry);
+    out += url->password ? url->redacted() : entry;
   }
   return out;
 }

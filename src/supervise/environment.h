@@ -24,7 +24,8 @@ struct HoldInfo {
 };
 
 /// Variables that are secrets in themselves: never passed on.
-inline constexpr std::string_view k_secret_variables[] = {"RLOCK_PASSWORD", "REDISCLI_AUTH"};
+inline constexpr std::string_view k_secret_variables[] = {"RLOCK_PASSWORD", "REDISCLI_AUTH",
+                                                          "RLOCK_SENTINEL_PASSWORD"};
 /// Variables holding URL lists that may carry a password: passed on with the
 /// password removed, so a nested `rlock run` still reaches the same server
 /// (and asks for the password the usual ways) instead of silently using the

@@ -19,7 +19,7 @@ PYTHON=/usr/bin/python3
 # sourced again for every test, after setup_file exported RLOCK_URL: clean the
 # environment only once per file.
 if [[ -z "${RLOCK_E2E_CLEAN_ENV:-}" ]]; then
-  unset RLOCK_URL REDIS_URL RLOCK_PREFIX RLOCK_PASSWORD REDISCLI_AUTH RLOCK_CONFIG \
+  unset RLOCK_URL REDIS_URL RLOCK_PREFIX RLOCK_PASSWORD REDISCLI_AUTH RLOCK_SENTINEL_PASSWORD \
     RLOCK_CONNECT_TIMEOUT XDG_CONFIG_HOME
   # One home per file: suites run side by side (bats --jobs), and one that
   # writes a config file there must not change what another one reads.

@@ -229,5 +229,183 @@ TEST(Settings, InsecureWarnsOverTls) {
   EXPECT_NE(s->warnings[0].find("not verified"), std::string::npos);
 }
 
+TEST(Replicas, ParsesAllOrACount) {
+  EXPECT_TRUE(parse_replicas("all")->all());
+  EXPECT_EQ(parse_replicas("0")->count, 0);
+  EXPECT_EQ(parse_replicas("2")->count, 2);
+  EXPECT_EQ(parse_replicas("1000")->count, 1000);
+  for (auto bad : {"", "ALL", "-1", "+1", "1.5", "1001", "2 ", "none"}) {
+    auto parsed = parse_replicas(bad);
+    ASSERT_FALSE(parsed.has_value()) << bad;
+    EXPECT_EQ(parsed.error().code, Error::Code::usage);
+  }
+}
+
+TEST(Settings, ReplicasDefaultToAllAndTheCommandLineBeatsTheFile) {
+  auto s = resolve({}, {}, {});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->replicas.all());
+  Layer cli, file;
+  file.replicas = "2";
+  s = resolve(cli, {}, file);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->replicas.count, 2);
+  cli.replicas = "0";
+  s = resolve(cli, {}, file);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->replicas.count, 0);
+  cli.replicas = "some";
+  s = resolve(cli, {}, file);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::usage);
+  EXPECT_TRUE(s.error().message.starts_with("--replicas: ")) << s.error().message;
+}
+
+TEST(ConfigFile, ReadsSentinelKeysAndReplicas) {
+  auto path = write_temp(
+      "url = redis-sentinel://s1:26379, s2:26380/1#mymaster\nsentinel-user = watcher\n"
+      "sentinel-password-file = /etc/rlock/sentinel.pw\nreplicas = all\n");
+  auto layer = read_config_file(path);
+  ASSERT_TRUE(layer.has_value()) << layer.error().message;
+  EXPECT_EQ(layer->urls, std::vector<std::string>{"redis-sentinel://s1:26379,s2:26380/1#mymaster"});
+  EXPECT_EQ(layer->sentinel_user, "watcher");
+  EXPECT_EQ(layer->sentinel_password_file, "/etc/rlock/sentinel.pw");
+  EXPECT_EQ(layer->sentinel_password_file_origin, path + ":3");
+  EXPECT_EQ(layer->replicas, "all");
+  std::remove(path.c_str());
+}
+
+TEST(ConfigFile, BadReplicasOrSentinelUrlNameFileAndLine) {
+  for (const char* text : {"replicas = -1\n", "replicas = most\n",
+                           "url = redis-sentinel://s1:26379/0\n", "url = redis://a:1,,b\n"}) {
+    auto path = write_temp(std::string("# header\n") + text);
+    auto layer = read_config_file(path);
+    ASSERT_FALSE(layer.has_value()) << text;
+    EXPECT_EQ(layer.error().code, Error::Code::config) << text;
+    EXPECT_NE(layer.error().message.find(path + ":2: "), std::string::npos)
+        << layer.error().message;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Settings, ASentinelUrlIsOneDeployment) {
+  Environment env;
+  env.rlock_url = "redis-sentinel://u:pw@s1:1, s2:2/3#mymaster";
+  auto s = resolve({}, env, {});
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  ASSERT_EQ(s->servers.size(), 1u);
+  const auto& url = s->servers[0].url;
+  EXPECT_TRUE(url.sentinel);
+  EXPECT_EQ(url.master_name, "mymaster");
+  EXPECT_EQ(url.hosts.size(), 2u);
+  EXPECT_EQ(url.db, 3);
+  // The URL's password is the master's, and warns as any password in a URL.
+  EXPECT_EQ(url.password, "pw");
+  ASSERT_EQ(s->warnings.size(), 1u);
+  EXPECT_EQ(s->warnings[0].find("pw@"), std::string::npos);
+  EXPECT_FALSE(s->sentinel_user);
+  EXPECT_FALSE(s->sentinel_password);
+  Layer cli;
+  cli.urls = {"rediss-sentinel://s1,s2#m"};
+  s = resolve(cli, {}, {});
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  EXPECT_TRUE(s->servers[0].tls.enabled);
+  cli.urls = {"redis-sentinel://:pw@s1,s2#m"};
+  s = resolve(cli, {}, {});
+  ASSERT_TRUE(s.has_value());
+  ASSERT_EQ(s->warnings.size(), 1u);
+  EXPECT_NE(s->warnings[0].find("command line"), std::string::npos);
+}
+
+TEST(Settings, ClusterSeedsAreOneDeployment) {
+  Layer cli;
+  cli.urls = {"redis://a:1,b:2"};
+  auto s = resolve(cli, {}, {});
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  ASSERT_EQ(s->servers.size(), 1u);
+  EXPECT_TRUE(s->servers[0].url.cluster_seeds());
+  EXPECT_EQ(s->servers[0].url.hosts.size(), 2u);
+  Environment env;
+  env.rlock_url = "redis://a:1,b:2/0";
+  s = resolve({}, env, {});
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  EXPECT_EQ(s->servers.size(), 1u);
+  Layer file;
+  file.urls = {"redis://a:1,b:2"};
+  file.url_origin = "rlock.conf:4";
+  s = resolve({}, {}, file);
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  EXPECT_EQ(s->servers.size(), 1u);
+}
+
+TEST(Settings, SeveralDeploymentsAreStillRefused) {
+  Environment env;
+  env.rlock_url = "redis://a:1/0,redis-sentinel://s1,s2#m";
+  auto s = resolve({}, env, {});
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::usage);
+  EXPECT_NE(s.error().message.find("quorum"), std::string::npos) << s.error().message;
+  Layer cli;
+  cli.urls = {"redis://a:1/0,redis://b:2/0"};  // one --url: one deployment, or an error
+  s = resolve(cli, {}, {});
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::usage);
+}
+
+TEST(ConfigFile, SeveralUrlLinesAddUpAndAreRefusedAsAQuorum) {
+  auto path = write_temp("url = redis://a:1\nurl = redis-sentinel://s1,s2#m\n");
+  auto layer = read_config_file(path);
+  ASSERT_TRUE(layer.has_value()) << layer.error().message;
+  EXPECT_EQ(layer->urls.size(), 2u);
+  auto s = resolve({}, {}, *layer);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::config);
+  EXPECT_TRUE(s.error().message.starts_with(path + ":2: ")) << s.error().message;
+  std::remove(path.c_str());
+}
+
+TEST(Settings, SentinelPasswordFileBeatsEnvironmentBeatsConfigFile) {
+  auto cli_file = write_temp("from-cli-file\n");
+  auto conf_file = write_temp("from-config-file\n");
+  Layer cli, file;
+  Environment env;
+  file.sentinel_password_file = conf_file;
+  file.sentinel_user = "file-user";
+  auto s = resolve(cli, env, file);
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  EXPECT_EQ(s->sentinel_password, "from-config-file");
+  EXPECT_EQ(s->sentinel_user, "file-user");
+  env.sentinel_password = "from-env";
+  s = resolve(cli, env, file);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->sentinel_password, "from-env");
+  cli.sentinel_password_file = cli_file;
+  cli.sentinel_user = "cli-user";
+  s = resolve(cli, env, file);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->sentinel_password, "from-cli-file");
+  EXPECT_EQ(s->sentinel_user, "cli-user");
+  // The master's password is not the Sentinels'.
+  EXPECT_FALSE(s->servers[0].password);
+  std::remove(cli_file.c_str());
+  std::remove(conf_file.c_str());
+}
+
+TEST(Settings, SentinelPasswordFileErrorsSayWhichFile) {
+  Layer cli;
+  cli.sentinel_password_file = "/nonexistent/sentinel.pw";
+  auto s = resolve(cli, {}, {});
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::usage);
+  EXPECT_NE(s.error().message.find("--sentinel-password-file"), std::string::npos);
+  Layer file;
+  file.sentinel_password_file = "/nonexistent/sentinel.pw";
+  file.sentinel_password_file_origin = "rlock.conf:7";
+  s = resolve({}, {}, file);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::config);
+  EXPECT_NE(s.error().message.find("rlock.conf:7"), std::string::npos) << s.error().message;
+}
+
 }  // namespace
 }  // namespace rlock::config

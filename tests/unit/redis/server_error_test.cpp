@@ -24,6 +24,9 @@ TEST(ServerErrorKind, NamesEachKindByItsFirstWord) {
       {"NOSCRIPT No matching script. Please use EVAL.", ServerError::noscript},
       {"WRONGTYPE Operation against a key holding the wrong kind of value", ServerError::wrongtype},
       {"OOM command not allowed when used memory > 'maxmemory'.", ServerError::oom},
+      {"UNBLOCKED force unblock from blocking operation, instance state changed (master -> "
+       "replica?)",
+       ServerError::unblocked},
       {"ERR Error running script", ServerError::other},
       {"NOPERM this user has no permissions", ServerError::other},
       {"BUSYKEY Target key name already exists.", ServerError::other},
@@ -40,7 +43,7 @@ TEST(ServerErrorKind, OnlyLoadingBusyTryagainAndMasterdownAreTransient) {
   for (ServerError kind :
        {ServerError::none, ServerError::moved, ServerError::ask, ServerError::readonly,
         ServerError::clusterdown, ServerError::noauth, ServerError::noscript,
-        ServerError::wrongtype, ServerError::oom, ServerError::other})
+        ServerError::wrongtype, ServerError::oom, ServerError::unblocked, ServerError::other})
     EXPECT_FALSE(is_transient(kind)) << server_error_word(kind);
 }
 

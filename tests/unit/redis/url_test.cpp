@@ -180,16 +180,109 @@ TEST(UrlRedaction, RoundTripsThroughParser) {
   EXPECT_EQ(url.db, 5);
 }
 
-TEST(UrlParser, CommaListsSayWhatIsNotSupportedYet) {
-  for (auto text : {"redis://a:1,redis://b:2", "redis://a:1/0,b:2/0", "redis://a,b",
-                    "unix:///a.sock,unix:///b.sock", "redis://a/0,redis://:pw@b/0"}) {
+TEST(UrlParser, CommaListsOfUrlsSayWhatIsNotSupportedYet) {
+  for (auto text :
+       {"redis://a:1,redis://b:2", "redis://a:1/0,rediss://b:2/0", "unix:///a.sock,unix:///b.sock",
+        "redis://a/0,redis://:pw@b/0", "redis-sentinel://s:1#m,redis-sentinel://t:2#m"}) {
     auto error = rejected(text);
     EXPECT_EQ(error.code, Error::Code::usage);
     EXPECT_NE(error.message.find("comma list"), std::string::npos) << text << ": " << error.message;
+    EXPECT_NE(error.message.find("not supported yet"), std::string::npos) << error.message;
     EXPECT_EQ(error.message.find("pw"), std::string::npos) << error.message;
   }
   // A comma in a password is just a character.
   EXPECT_EQ(parsed("redis://u:a,b@h:1").password, "a,b");
+  // So is one in a socket's path.
+  EXPECT_EQ(parsed("unix:///tmp/a,b.sock").path, "/tmp/a,b.sock");
+}
+
+TEST(UrlParser, OneHostFillsHosts) {
+  const Url url = parsed("redis://h:7000/1");
+  ASSERT_EQ(url.hosts.size(), 1u);
+  EXPECT_EQ(url.hosts[0], (Endpoint{"h", 7000}));
+  EXPECT_FALSE(url.cluster_seeds());
+  EXPECT_FALSE(url.sentinel);
+  EXPECT_TRUE(parsed("unix:///tmp/r.sock").hosts.empty());
+}
+
+TEST(UrlParser, SeveralHostsAreClusterSeeds) {
+  const Url url = parsed("redis://u:pw@h1:7000,h2,[::1]:7002/3");
+  EXPECT_EQ(url.hosts, (std::vector<Endpoint>{{"h1", 7000}, {"h2", 6379}, {"::1", 7002}}));
+  EXPECT_EQ(url.host, "h1");
+  EXPECT_EQ(url.port, 7000);
+  EXPECT_EQ(url.db, 3);
+  EXPECT_EQ(url.user, "u");
+  EXPECT_EQ(url.password, "pw");
+  EXPECT_TRUE(url.cluster_seeds());
+  EXPECT_EQ(parsed("rediss://a:1,b:2").scheme, Url::Scheme::tls);
+  // Duplicates are the user's business.
+  EXPECT_EQ(parsed("redis://a:1,a:1").hosts.size(), 2u);
+}
+
+TEST(UrlParser, ParsesSentinelUrls) {
+  const Url url = parsed("redis-sentinel://u:p%23w@s1:26380,s2,[::1]/2#my%20master");
+  EXPECT_TRUE(url.sentinel);
+  EXPECT_FALSE(url.cluster_seeds());
+  EXPECT_EQ(url.scheme, Url::Scheme::tcp);
+  EXPECT_EQ(url.master_name, "my master");
+  EXPECT_EQ(url.hosts, (std::vector<Endpoint>{{"s1", 26380}, {"s2", 26379}, {"::1", 26379}}));
+  EXPECT_EQ(url.db, 2);
+  EXPECT_EQ(url.user, "u");
+  EXPECT_EQ(url.password, "p#w");
+  const Url tls = parsed("rediss-sentinel://s1#m");
+  EXPECT_TRUE(tls.sentinel);
+  EXPECT_EQ(tls.scheme, Url::Scheme::tls);
+  EXPECT_EQ(tls.port, 26379);
+  EXPECT_EQ(tls.db, 0);
+  // The last '#' starts the name: an unencoded '#' in a password stays.
+  EXPECT_EQ(parsed("redis-sentinel://:a#b@s#m").password, "a#b");
+  EXPECT_EQ(parsed("redis-sentinel://:a#b@s#m").master_name, "m");
+}
+
+TEST(UrlParser, SentinelUrlNeedsAMasterName) {
+  for (auto text : {"redis-sentinel://s1:26379,s2:26379/0", "redis-sentinel://s1#",
+                    "rediss-sentinel://s1/0#", "redis-sentinel://s1#%zz"}) {
+    auto error = rejected(text);
+    EXPECT_EQ(error.code, Error::Code::usage);
+  }
+  EXPECT_NE(rejected("redis-sentinel://s1").message.find("#MASTER"), std::string::npos);
+}
+
+TEST(UrlParser, MasterNameOnlyForSentinel) {
+  EXPECT_NE(rejected("redis://h:1/0#m").message.find("only for redis-sentinel"), std::string::npos);
+  rejected("rediss://h#m");
+  // A '#' before the user info ends is part of the password.
+  EXPECT_EQ(parsed("redis://u:p#w@h").password, "p#w");
+}
+
+TEST(UrlParser, RejectsBadHostLists) {
+  for (auto text : {"redis://a:1,,b:2", "redis://a:1,", "redis://,a:1", "redis://a:1,b:0",
+                    "redis://a:1,b:x/0", "redis://a,[::1", "redis://a, b", "redis-sentinel://a,#m",
+                    "redis-sentinel://a:1,b:99999#m", "redis://a,b/x"})
+    EXPECT_EQ(rejected(text).code, Error::Code::usage);
+}
+
+TEST(UrlRedaction, ShowsEveryHostAndTheMasterButNoPassword) {
+  EXPECT_EQ(parsed("redis://u:pw@a:1,[::1]:2/3").redacted(), "redis://u@a:1,[::1]:2/3");
+  EXPECT_EQ(parsed("rediss-sentinel://:pw@s1,s2:5#my%20master").redacted(),
+            "rediss-sentinel://s1:26379,s2:5/0#my%20master");
+  const Url round = parsed(parsed("redis-sentinel://u:pw@s1:1,s2:2/4#m%23x").redacted());
+  EXPECT_EQ(round.master_name, "m#x");
+  EXPECT_EQ(round.hosts.size(), 2u);
+  EXPECT_EQ(round.db, 4);
+  EXPECT_FALSE(round.password);
+}
+
+TEST(UrlDeployments, EntriesWithASchemeStartADeployment) {
+  using List = std::vector<std::string>;
+  EXPECT_EQ(split_deployments("redis://a:1,b:2/0"), (List{"redis://a:1,b:2/0"}));
+  EXPECT_EQ(split_deployments("redis://a:1/0, redis://b:2/0"),
+            (List{"redis://a:1/0", "redis://b:2/0"}));
+  EXPECT_EQ(split_deployments("redis-sentinel://s1:1,s2:2/0#m,unix:///r.sock"),
+            (List{"redis-sentinel://s1:1,s2:2/0#m", "unix:///r.sock"}));
+  EXPECT_EQ(split_deployments("redis://u:a,b@h"), (List{"redis://u:a,b@h"}));
+  EXPECT_EQ(split_deployments("redis://a,"), (List{"redis://a,"}));
+  EXPECT_EQ(split_deployments("  "), List{});
 }
 
 }  // namespace

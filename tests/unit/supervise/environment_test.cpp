@@ -93,6 +93,14 @@ TEST(ChildEnvironment, DropsAUrlListItCannotParse) {
 TEST(WithoutPasswords, CleansEveryEntryOfAList) {
   EXPECT_EQ(without_passwords("redis://:p1@h1:1/0,redis://u:p2@h2:2/0"),
             "redis://h1:1/0,redis://u@h2:2/0");
+  // A Sentinel URL's hosts are one entry, not a list of broken URLs.
+  EXPECT_EQ(without_passwords("redis-sentinel://:pw@s1:1,s2:2/0#m,redis://h:3/0"),
+            "redis-sentinel://s1:1,s2:2/0#m,redis://h:3/0");
+}
+
+TEST(ChildEnvironment, DropsTheSentinelPassword) {
+  auto env = child_environment({"RLOCK_SENTINEL_PASSWORD=hunter2", "A=1"}, k_hold);
+  EXPECT_FALSE(has_name(env, "RLOCK_SENTINEL_PASSWORD"));
 }
 
 }  // namespace

@@ -1,0 +1,112 @@
+#!/usr/bin/env bats
+# The options of Sentinel deployments and replica acknowledgement: what is
+# accepted and how bad input is refused. (Sentinel itself, failover and WAIT
+# are tested against real Sentinels elsewhere.)
+
+load helpers
+
+# conf TEXT: writes TEXT to a private config file and prints its path.
+conf() {
+  local file="$BATS_TEST_TMPDIR/rlock.conf"
+  (umask 077 && printf '%s\n' "$1" >"$file")
+  echo "$file"
+}
+
+@test "replicas: all and 0 are accepted, on the command line and in the config file" {
+  rl 0 --replicas all acquire replicas-all -n
+  rl 0 --replicas 0 release replicas-all --force
+  local file
+  file="$(conf "replicas = 0")"
+  rl 0 --config "$file" acquire replicas-file -n
+}
+
+@test "replicas: a bad --replicas is a usage error on one line naming the option" {
+  for bad in many -1 1.5 '' 1001 ' 1' ALL; do
+    rl_usage_error --replicas "$bad" status x
+    assert_stderr --regexp '^rlock: error: --replicas: '
+  done
+}
+
+@test "replicas: a bad replicas in the config file is a config error naming file:line" {
+  local file
+  for bad in 'replicas = most' 'replicas = -2' 'replicas = 2x'; do
+    file="$(conf "# first line
+$bad")"
+    rl 78 --config "$file" status x
+    assert_stderr --regexp "^rlock: error: $file:2: replicas: "
+  done
+}
+
+@test "sentinel: a redis-sentinel URL without #MASTER is a usage error" {
+  for url in 'redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/0' 'rediss-sentinel://127.0.0.1#'; do
+    rl_usage_error -u "$url" status x
+    assert_stderr --partial 'master'
+    RLOCK_URL="$url" rl_usage_error status x
+    assert_stderr --regexp '^rlock: error: RLOCK_URL: '
+  done
+  rl_usage_error -u 'redis://127.0.0.1:6379/0#mymaster' status x
+  assert_stderr --partial 'only for redis-sentinel'
+}
+
+@test "sentinel: a bad host in a list of Sentinels is a usage error" {
+  local -A problems=(
+    ['redis-sentinel://a:1,,b:2#m']='empty host in the list'
+    ['redis-sentinel://a:1,b:0#m']='port must be a number'
+    ['redis-sentinel://a,[::1#m']='unterminated IPv6 address'
+  )
+  local url
+  for url in "${!problems[@]}"; do
+    rl_usage_error -u "$url" status x
+    assert_stderr --partial "${problems[$url]}"
+  done
+}
+
+@test "sentinel: the Sentinels' password is never taken from argv, nor echoed" {
+  for args in '--sentinel-password hunter2' '--sentinel-password=hunter2' '--password hunter2'; do
+    # shellcheck disable=SC2086  # the option and its value as two words
+    rl_usage_error $args status x
+    refute_stderr --partial hunter2
+    assert_stderr --regexp 'password-file or RLOCK_(SENTINEL_)?PASSWORD'
+  done
+  # After the command word too; a lock called --sentinel-password is just a name.
+  rl_usage_error status x --sentinel-password hunter2
+  refute_stderr --partial hunter2
+  rl 1 status -- --sentinel-password
+  assert_output --partial "free"
+}
+
+@test "sentinel: a password in a Sentinel URL on the command line warns" {
+  # Nothing listens on port 1 of a Sentinel: the URL is accepted (the warning
+  # comes first), then the connection fails.
+  rl 69 -u 'redis-sentinel://:hunter2@127.0.0.1:1/0#mymaster' --connect-timeout 0.2 status x
+  assert_stderr --partial 'password on the command line'
+  refute_stderr --partial hunter2
+}
+
+@test "sentinel: --sentinel-password-file naming a missing file is an error naming the option" {
+  rl 64 --sentinel-password-file "$BATS_TEST_TMPDIR/none" status x
+  assert_stderr --partial -- "cannot read --sentinel-password-file '$BATS_TEST_TMPDIR/none'"
+  local file
+  file="$(conf "sentinel-password-file = $BATS_TEST_TMPDIR/none")"
+  rl 78 --config "$file" status x
+  assert_stderr --partial "cannot read sentinel-password-file (set at $file:1)"
+}
+
+@test "cluster: a comma list of hosts in one redis:// URL is one Cluster; no seed reachable is 69 at once" {
+  # (430-cluster.bats tests seed lists against a real Cluster.)
+  rl 69 -u 'redis://127.0.0.1:1,127.0.0.1:2' status x
+  assert_stderr --partial 'Cluster'
+  assert_stderr --partial '127.0.0.1:2'
+  RLOCK_URL='redis://127.0.0.1:1,127.0.0.1:2/0' rl 69 acquire x -n
+  assert_stderr --partial 'Cluster'
+  local file
+  file="$(conf "url = redis://127.0.0.1:1, 127.0.0.1:2")"
+  RLOCK_URL='' rl 69 --config "$file" status x
+  assert_stderr --partial 'Cluster'
+}
+
+@test "quorum: several deployments in RLOCK_URL are still refused" {
+  RLOCK_URL='redis://127.0.0.1:1/0,redis-sentinel://127.0.0.1:2,127.0.0.1:3#m' \
+    rl_usage_error status x
+  assert_stderr --partial 'quorum'
+}
