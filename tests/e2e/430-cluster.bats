@@ -196,6 +196,22 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   rl 1 status "$name"
 }
 
+@test "cluster: a seed list whose first node is down works, and none reachable is 69" {
+  local dead name m
+  dead="$(free_port)"
+  export RLOCK_URL="redis://127.0.0.1:$dead,127.0.0.1:$SEED/0"
+  for m in $(cluster_masters); do
+    name="$(lock_on_master "$m" seeded)"
+    rl 0 acquire "$name" -n -t 60s
+    echo "$name" >>"$M/names"
+    assert_equal "$(cluster_cli "$m" EXISTS "rlock:{$name}:m")" 1
+  done
+  rl 0 status --json
+  for name in $(cat "$M/names"); do assert_output --partial "\"$name\""; done
+  RLOCK_URL="redis://127.0.0.1:$dead,127.0.0.1:$(free_port)/0" rl 69 status
+  assert_stderr --partial "127.0.0.1:$dead"
+}
+
 @test "cluster: status NAME and release --force work on a lock of every shard" {
   local m name
   for m in $(cluster_masters); do
