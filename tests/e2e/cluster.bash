@@ -279,27 +279,59 @@ cluster_masters() {
     "$PYTHON" -c 'import json,sys; print("\n".join(sorted({str(s[2][1]) for s in json.load(sys.stdin)})))'
 }
 
-# slot_of_lock NAME: the slot of lock NAME (its hash tag is the name, for
-# names without braces or percent signs).
-slot_of_lock() {
-  cluster_cli "$(_cluster_any)" CLUSTER KEYSLOT "rlock:{$1}:m"
-}
+# _cluster_names MODE PORT PREFIX: one Python process. Loads the map
+# (CLUSTER SLOTS of the first node that answers), then prints, by MODE:
+#   master-of  the master serving lock PREFIX (PORT unused)
+#   on         a name PREFIX-N on the master PORT
+#   not-on     a name PREFIX-N on another master than PORT
+# Slots are computed here (CRC16 of the hash tag, as Redis does), for
+# names without braces or percent signs.
+_cluster_names() {
+  "$PYTHON" - "$CLUSTER_PORTS" "$@" <<'PY'
+import sys
+import redis
 
-# master_of_slot SLOT: the port of the master serving SLOT, by CLUSTER
-# SLOTS of a running node.
-master_of_slot() {
-  cluster_cli "$(_cluster_any)" --json CLUSTER SLOTS | "$PYTHON" -c '
-import json, sys
-slot = int(sys.argv[1])
-for s in json.load(sys.stdin):
-    if s[0] <= slot <= s[1]:
-        print(s[2][1])
-' "$1"
+ports, mode, port, prefix = sys.argv[1].split(), sys.argv[2], sys.argv[3], sys.argv[4]
+
+def crc16(data):
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+ranges = None
+for p in ports:
+    try:
+        r = redis.Redis(host="127.0.0.1", port=int(p), socket_timeout=1, socket_connect_timeout=1)
+        ranges = r.execute_command("CLUSTER", "SLOTS")
+        break
+    except (redis.RedisError, OSError):
+        continue
+if not ranges:
+    sys.exit("no node answers CLUSTER SLOTS")
+
+def master_of(name):
+    slot = crc16(name.encode()) % 16384
+    return next(str(r[2][1]) for r in ranges if r[0] <= slot <= r[1])
+
+if mode == "master-of":
+    print(master_of(prefix))
+    sys.exit(0)
+for n in range(1000):
+    name = f"{prefix}-{n}"
+    if (master_of(name) == port) == (mode == "on"):
+        print(name)
+        sys.exit(0)
+sys.exit(f"no name {prefix}-N {mode} master {port}")
+PY
 }
 
 # master_of_lock NAME: the port of the master holding lock NAME's slot.
 master_of_lock() {
-  master_of_slot "$(slot_of_lock "$1")"
+  _cluster_names master-of - "$1"
 }
 
 # replica_of MASTER: the port of the replica of the master MASTER.
@@ -310,26 +342,12 @@ replica_of() {
 # lock_on_master PORT [PREFIX]: prints a lock name (PREFIX-N) whose slot the
 # master PORT serves.
 lock_on_master() {
-  local port="$1" prefix="${2:-lock}" n
-  for ((n = 0; n < 200; n++)); do
-    if [[ "$(master_of_lock "$prefix-$n")" == "$port" ]]; then
-      echo "$prefix-$n"
-      return 0
-    fi
-  done
-  fail "lock_on_master: no name $prefix-N on master $port"
+  _cluster_names on "$1" "${2:-lock}" || fail "lock_on_master: no name on master $1"
 }
 
 # lock_not_on_master PORT [PREFIX]: a lock name whose slot is on another master.
 lock_not_on_master() {
-  local port="$1" prefix="${2:-lock}" n
-  for ((n = 0; n < 200; n++)); do
-    if [[ "$(master_of_lock "$prefix-$n")" != "$port" ]]; then
-      echo "$prefix-$n"
-      return 0
-    fi
-  done
-  fail "lock_not_on_master: every name $prefix-N is on master $port"
+  _cluster_names not-on "$1" "${2:-lock}" || fail "lock_not_on_master: every name is on master $1"
 }
 
 # _cluster_wait_master_of SLOT OLD SECONDS: waits until every running node
