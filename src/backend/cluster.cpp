@@ -314,6 +314,10 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
   // (a map changing under us) is given the backoff below after these.
   constexpr int k_redirects_before_backoff = 3;
   int redirects = 0;
+  // The last refusal that was not a redirection: what the user is told
+  // when time runs out (ASK, then TRYAGAIN from the destination while a
+  // slot migrates, says more as TRYAGAIN).
+  std::optional<Error> refusal;
   std::optional<NodeAddress> asking;
   Backoff backoff(deadline, m_interrupt_fd);
   for (;;) {
@@ -368,7 +372,11 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
       if (follow) m_stale = true;
     }
     const auto missing = fmt::format("no usable master for lock '{}' (slot {})", name, slot);
-    if (auto paused = backoff.pause(error, describe(), missing); !paused)
+    const bool redirected =
+        server_kind(error, {redis::ServerError::moved, redis::ServerError::ask});
+    if (!redirected) refusal = error;
+    if (auto paused = backoff.pause(redirected && refusal ? *refusal : error, describe(), missing);
+        !paused)
       return std::unexpected(paused.error());
   }
 }

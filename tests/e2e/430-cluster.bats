@@ -36,6 +36,8 @@ setup() {
 }
 
 teardown() {
+  # Whatever a test left half done on the Cluster (a slot migrating).
+  if [[ -s "$M/undo" ]]; then bash "$M/undo" >/dev/null 2>&1 || true; fi
   touch "$M/stop-watching"
   stop_sessions
   kill_bg_pids
@@ -221,6 +223,40 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   for name in $(cat "$M/names"); do assert_output --partial "\"$name\""; done
   RLOCK_URL="redis://127.0.0.1:$dead,127.0.0.1:$(free_port)/0" rl 69 status
   assert_stderr --partial "127.0.0.1:$dead"
+}
+
+@test "cluster: a slot being migrated: ASK is followed, TRYAGAIN waited out, and the lock taken once the slot moved" {
+  local src dst name slot src_id dst_id p
+  src="$(cluster_masters | head -n 1)"
+  dst="$(cluster_masters | tail -n 1)"
+  name="$(lock_on_master "$src" migrating)"
+  slot="$(cluster_cli "$src" CLUSTER KEYSLOT "rlock:{$name}:m")"
+  src_id="$(cluster_cli "$src" CLUSTER MYID)"
+  dst_id="$(cluster_cli "$dst" CLUSTER MYID)"
+  # If the test stops half way, the slot goes back to the source, stable.
+  printf 'redis-cli -p %s CLUSTER SETSLOT %s STABLE\nredis-cli -p %s CLUSTER SETSLOT %s STABLE\n' \
+    "$dst" "$slot" "$src" "$slot" >"$M/undo"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  assert_equal "$(cluster_cli "$dst" CLUSTER SETSLOT "$slot" IMPORTING "$src_id")" OK
+  assert_equal "$(cluster_cli "$src" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id")" OK
+  # The source has none of the lock's keys, so it answers ASK; the
+  # destination, asked with ASKING, has none of them either and answers
+  # TRYAGAIN (a multi-key command while the slot is half moved): rlock
+  # retries until the migration ends, then follows MOVED.
+  run cluster_cli "$src" EXISTS "rlock:{$name}:m"
+  assert_output "ASK $slot 127.0.0.1:$dst"
+  bg_rlock acquirer acquire "$name" -n -t 60s
+  sleep 1.5
+  running "$(cat "$M/acquirer.pid")" || fail "acquire did not wait for the migration: $(cat "$M/acquirer.err")"
+  for p in $(cluster_masters); do
+    assert_equal "$(cluster_cli "$p" CLUSTER SETSLOT "$slot" NODE "$dst_id")" OK
+  done
+  : >"$M/undo"
+  bg_wait acquirer 0 10
+  local token="$output"
+  assert_equal "$(cluster_cli "$dst" EXISTS "rlock:{$name}:m")" 1
+  rl 0 release "$name" --token "$token"
+  rl 1 status "$name"
 }
 
 @test "cluster: status NAME and release --force work on a lock of every shard" {
