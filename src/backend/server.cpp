@@ -189,7 +189,9 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
              : std::unexpected(conn.error());
     // Fewer acknowledgements than replicas seen may be a failover in
     // progress: the next try asks the Sentinels where the master is now.
-    if (outcome && outcome->ack && !outcome->ack->enough() && sentinel()) m_connection.reset();
+    if (outcome && outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() &&
+        sentinel())
+      m_connection.reset();
     if (outcome) return outcome;
     const Error& error = outcome.error();
     // A redirection or CLUSTERDOWN: the server is a Cluster node, and the
