@@ -39,10 +39,11 @@ NAMES=('a{b}c' '{' '}' '{}' 'x:y' 'x' 'with space' 'ünïcødé' 'plain')
         <(printf '%s\n' "${own[$other]}") | LC_ALL=C comm -23 - <(printf '%s\n' "$shared"))" ''
     done
   done
-  # Hold them all, then release one at a time.
+  # Hold them all, then release one at a time (a long TTL: on a busy
+  # machine the snapshots below take longer than the default 30 s).
   rcli FLUSHALL >/dev/null
   for name in "${NAMES[@]}"; do
-    rl 0 acquire "$name" -n
+    rl 0 acquire "$name" -n -t 10m
     token[$name]="$output"
   done
   for name in "${NAMES[@]}"; do
