@@ -1,49 +1,20 @@
 // One master: a fixed server (redis://, rediss://, unix://), or the master a
-// group of Sentinels names, found again after a failover.
+// group of Sentinels names, found again after a failover. A server that
+// answers as a Cluster node hands over to the Cluster backend.
 
 #include <fmt/format.h>
-#include <poll.h>
 
 #include <algorithm>
 
+#include "backend/cluster.h"
+#include "backend/node.h"
 #include "backend/sentinel.h"
 #include "backend/target.h"
 #include "lock/keys.h"
 
-namespace rlock::lock::scripts {
-extern const std::string_view k_lock_lua;
-}
-
 namespace rlock::backend {
 
 namespace {
-
-const redis::Script& lock_script() {
-  static const redis::Script script(lock::scripts::k_lock_lua);
-  return script;
-}
-
-/// Sleeps `pause`, or less if `deadline` comes first; false if `interrupt_fd`
-/// became readable meanwhile.
-bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {
-  const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
-  pollfd fd{interrupt_fd, POLLIN, 0};
-  const auto wait = std::max(Millis(0), std::min(pause, left));
-  return poll(&fd, interrupt_fd >= 0 ? 1 : 0, static_cast<int>(wait.count())) <= 0;
-}
-
-bool server_kind(const Error& error, std::initializer_list<redis::ServerError> kinds) {
-  return error.code == Error::Code::server &&
-         std::find(kinds.begin(), kinds.end(), error.server) != kinds.end();
-}
-
-/// How many replicas ROLE says are connected to this master.
-int connected_replicas(const redis::Reply& role) {
-  if (role.type != redis::Reply::Type::array || role.elements.size() < 3 ||
-      role.elements[0].str != "master" || role.elements[2].type != redis::Reply::Type::array)
-    return 0;
-  return static_cast<int>(role.elements[2].elements.size());
-}
 
 class ServerBackend final : public Backend {
  public:
@@ -58,43 +29,40 @@ class ServerBackend final : public Backend {
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
     if (m_connection) m_connection->set_interrupt_fd(fd);
+    if (m_cluster) m_cluster->set_interrupt_fd(fd);
   }
   int interrupt_fd() const override { return m_interrupt_fd; }
   Millis command_timeout() const override { return m_target.server.command_timeout; }
 
   std::string describe() const override {
+    if (m_cluster) return m_cluster->describe();
     if (!sentinel()) return m_target.server.url.redacted();
     std::vector<std::string> hosts;
     for (const auto& s : m_target.sentinels) hosts.push_back(s.url.redacted());
     return fmt::format("master '{}' of Sentinels {}", m_target.master_name, fmt::join(hosts, ", "));
   }
 
-  std::string acl_user() const override {
-    // The audit record names the Redis user besides the OS user. A script
-    // may not call ACL WHOAMI (it is flagged noscript), and no round trip is
-    // needed to learn what it would answer: the connection authenticated as
-    // --user (or the URL's user) when it sent a password, else "default".
-    const auto& o = m_target.server;
-    const bool authenticated = o.password || o.url.password;
-    if (!authenticated) return "default";
-    return o.user.value_or(o.url.user.value_or("default"));
-  }
+  std::string acl_user() const override { return acl_user_of(m_target.server); }
 
   std::unique_ptr<Backend> clone() const override {
+    if (m_cluster) return m_cluster->clone();
     auto copy = std::make_unique<ServerBackend>(m_target);
     copy->m_discovery = m_discovery;
     copy->m_master = m_master;
     copy->m_replicas_seen = m_replicas_seen;
+    // The clone serves a long run (the heartbeat): it asks now, while the
+    // node answers, whether it is a Cluster node (and if so loads the slot
+    // map), so that it can follow a failover of this very node later even
+    // though no MOVED ever told it this is a Cluster. A node that does not
+    // answer now is asked at the first renewal.
+    copy->m_probe_cluster = may_be_cluster() && !m_not_cluster;
+    if (copy->m_probe_cluster) (void)copy->probe_cluster(Clock::now() + command_timeout());
     return copy;
   }
 
  private:
   bool sentinel() const { return !m_target.sentinels.empty(); }
   Result<redis::Connection*> connection(Deadline deadline);
-  /// Runs the script once on `conn`, then WAITs for the replicas if the
-  /// call wrote a lease that needs them.
-  Result<Outcome> execute(redis::Connection& conn, const std::vector<std::string>& keys,
-                          const lock::Call& call, Deadline deadline);
   /// Whether a failure means the master may have moved: ask the Sentinels
   /// again (connection lost, READONLY from a demoted master, LOADING from a
   /// restarted one, MASTERDOWN).
@@ -104,6 +72,25 @@ class ServerBackend final : public Backend {
     return server_kind(error, {redis::ServerError::readonly, redis::ServerError::loading,
                                redis::ServerError::masterdown, redis::ServerError::unblocked});
   }
+
+  /// Whether the server may be a Cluster node: a TCP server named by URL
+  /// (Sentinel never manages one; a Cluster node has no unix socket to
+  /// announce).
+  bool may_be_cluster() const {
+    return !sentinel() && m_target.server.url.scheme != redis::Url::Scheme::unix_socket;
+  }
+  /// Hands every further operation to a Cluster backend seeded from this
+  /// server (with the redirection that revealed it, if any).
+  void become_cluster(std::optional<Redirect> hint,
+                      std::optional<Deadline> load_map_by = std::nullopt) {
+    m_cluster = make_cluster_backend(m_target, {m_target.server}, std::move(hint), load_map_by);
+    m_cluster->set_interrupt_fd(m_interrupt_fd);
+    m_connection.reset();
+  }
+  /// Asks the server (INFO cluster) whether it is a Cluster node, once, and
+  /// becomes a Cluster backend if it is. A server that refuses INFO (an
+  /// ACL without +info) is taken for a plain server.
+  Result<void> probe_cluster(Deadline deadline);
 
   Target m_target;
   std::optional<redis::Connection> m_connection;
@@ -117,7 +104,35 @@ class ServerBackend final : public Backend {
   std::string m_master;
   int m_replicas_seen = 0;
   Deadline m_last_used{};
+  /// Set once the server turned out to be a Cluster node.
+  std::unique_ptr<Backend> m_cluster;
+  bool m_probe_cluster = false;
+  bool m_not_cluster = false;  // INFO cluster said so
 };
+
+Result<void> ServerBackend::probe_cluster(Deadline deadline) {
+  auto conn = connection(deadline);
+  if (!conn) return std::unexpected(conn.error());
+  m_probe_cluster = false;
+  const std::vector<std::string> info{"INFO", "cluster"};
+  auto reply = (*conn)->command(info, deadline);
+  if (!reply) {
+    const Error& error = reply.error();
+    if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted) {
+      m_connection.reset();
+      return std::unexpected(error);
+    }
+    m_not_cluster = true;
+    return {};
+  }
+  if (reply->str.find("cluster_enabled:1") == std::string::npos) {
+    m_not_cluster = true;
+    return {};
+  }
+  // The map now, from this node: it may be gone when it is needed.
+  become_cluster(std::nullopt, deadline);
+  return {};
+}
 
 Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
   // Under Sentinel a connection that sat idle may lead to a master that has
@@ -148,79 +163,10 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
   return &*m_connection;
 }
 
-Result<Outcome> ServerBackend::execute(redis::Connection& conn,
-                                       const std::vector<std::string>& keys, const lock::Call& call,
-                                       Deadline deadline) {
-  const auto& replicas = m_target.replicas;
-  const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
-  if (!acknowledge) {
-    auto reply = conn.eval(lock_script(), keys, call.args, deadline);
-    if (!reply) return std::unexpected(reply.error());
-    return Outcome{std::move(*reply), std::nullopt};
-  }
-  // With --replicas all, ROLE travels with the script (one round trip) and
-  // says how many replicas are connected at this moment (never fewer than
-  // this master was seen with: see m_replicas_seen). ROLE goes first:
-  // a server that wants a password answers a short command with NOAUTH but
-  // closes the connection after refusing a long one, and both answers are
-  // needed to report the refusal as what it is.
-  Result<redis::Reply> reply = std::unexpected(Error{});
-  std::optional<redis::Reply> role;
-  if (replicas.all()) {
-    std::vector<std::string> evalsha{"EVALSHA", lock_script().sha1, std::to_string(keys.size())};
-    evalsha.insert(evalsha.end(), keys.begin(), keys.end());
-    evalsha.insert(evalsha.end(), call.args.begin(), call.args.end());
-    auto replies = conn.pipeline({{"ROLE"}, evalsha}, deadline);
-    if (!replies) return std::unexpected(replies.error());
-    role = std::move((*replies)[0]);
-    auto& first = (*replies)[1];
-    if (first.is_error() && redis::server_error_kind(first.str) == redis::ServerError::noscript) {
-      reply = conn.eval(lock_script(), keys, call.args, deadline);  // loads it again
-    } else if (first.is_error()) {
-      reply = std::unexpected(redis::server_failure(conn.describe(), first.str));
-    } else {
-      reply = std::move(first);
-    }
-  } else {
-    reply = conn.eval(lock_script(), keys, call.args, deadline);
-  }
-  if (!reply) return std::unexpected(reply.error());
-  if (role && !role->is_error())
-    m_replicas_seen = std::max(m_replicas_seen, connected_replicas(*role));
-  if (call.wrote_lease && !call.wrote_lease(*reply))
-    return Outcome{std::move(*reply), std::nullopt};
-  if (role && role->is_error()) {
-    // The lease is written but the replicas cannot be counted (an ACL
-    // without +role): it must not count, and the caller gives it back.
-    Ack refused{0, 1,
-                fmt::format("ROLE was refused, so the replicas could not be counted: {} "
-                            "(allow +role and +wait, or use --replicas N or 0)",
-                            role->str)};
-    return Outcome{std::move(*reply), std::move(refused)};
-  }
-  Ack ack;
-  ack.wanted = replicas.all() ? m_replicas_seen : *replicas.count;
-  if (ack.wanted == 0) return Outcome{std::move(*reply), ack};
-  // WAIT's own timeout ends it; the deadline only guards against a server
-  // that does not answer at all.
-  const auto timeout = *call.replicate_within;
-  const std::vector<std::string> wait{"WAIT", std::to_string(ack.wanted),
-                                      std::to_string(timeout.count())};
-  auto waited = conn.command(wait, std::max(deadline, Clock::now() + timeout + Millis(1000)));
-  if (!waited) return std::unexpected(waited.error());
-  if (waited->type != redis::Reply::Type::integer)
-    return fail(Error::Code::protocol,
-                fmt::format("{}: unexpected reply to WAIT", conn.describe()));
-  ack.acknowledged = static_cast<int>(std::clamp<std::int64_t>(waited->integer, 0, 1'000'000));
-  // Fewer acknowledgements than replicas seen may be a failover in
-  // progress: the next try asks the Sentinels where the master is now.
-  if (!ack.enough() && sentinel()) m_connection.reset();
-  return Outcome{std::move(*reply), ack};
-}
-
 Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& call,
                                    Deadline deadline) {
-  const auto started = Clock::now();
+  if (m_probe_cluster) (void)probe_cluster(deadline);  // a failure shows below
+  if (m_cluster) return m_cluster->run(name, call, deadline);
   const auto keys = lock::lock_keys(m_target.prefix, name);
   // Every lock operation is idempotent by token (a repeated acquire finds
   // itself holding, a repeated renew extends again, a repeated release finds
@@ -230,9 +176,8 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
   bool retried_transport = false;
   // A transient refusal (LOADING after a restart, BUSY script, ...) means
   // the request was not run, and a failover means the master moved: back
-  // off and try again until the caller's deadline. 100 ms doubling to 1 s
-  // notices a finished load or a new master quickly without hammering.
-  Millis backoff{100};
+  // off and try again until the caller's deadline.
+  Backoff backoff(deadline, m_interrupt_fd);
   for (;;) {
     // Only a connection that was already open can have gone stale; a fresh
     // one that fails means the server is out of reach, and trying again at
@@ -240,9 +185,24 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     const bool reused = m_connection.has_value();
     auto conn = connection(deadline);
     Result<Outcome> outcome =
-        conn ? execute(**conn, keys, call, deadline) : std::unexpected(conn.error());
+        conn ? execute(**conn, m_target.replicas, m_replicas_seen, keys, call, deadline)
+             : std::unexpected(conn.error());
+    // Fewer acknowledgements than replicas seen may be a failover in
+    // progress: the next try asks the Sentinels where the master is now.
+    if (outcome && outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() &&
+        sentinel())
+      m_connection.reset();
     if (outcome) return outcome;
     const Error& error = outcome.error();
+    // A redirection or CLUSTERDOWN: the server is a Cluster node, and the
+    // Cluster backend takes over from here (with the slot's master already
+    // known from MOVED).
+    if (may_be_cluster() && server_kind(error, {redis::ServerError::moved, redis::ServerError::ask,
+                                                redis::ServerError::clusterdown})) {
+      auto hint = parse_redirect(error.message, m_target.server.url.host);
+      become_cluster(hint);
+      return m_cluster->run(name, call, deadline);
+    }
     // After a transport failure the connection may have a reply in flight:
     // drop it, the next call reconnects.
     if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted)
@@ -259,24 +219,14 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     if (follow) m_connection.reset();
     const bool transient = error.code == Error::Code::server && redis::is_transient(error.server);
     if (!follow && !transient) return outcome;
-    if (Clock::now() + backoff >= deadline) {
-      Error last = error;
-      const auto spent = format_duration(std::chrono::ceil<Millis>(Clock::now() - started));
-      last.message =
-          error.code == Error::Code::server
-              ? fmt::format("{} still answers {} after {}: {}", describe(),
-                            redis::server_error_word(error.server), spent, error.message)
-              : fmt::format("{}: no usable master after {}: {}", describe(), spent, error.message);
-      return std::unexpected(last);
-    }
-    if (!pause_before_retry(backoff, deadline, m_interrupt_fd))
-      return fail(Error::Code::interrupted, "interrupted while waiting for the server");
-    backoff = std::min(backoff * 2, Millis(1000));
+    if (auto paused = backoff.pause(error, describe(), "no usable master"); !paused)
+      return std::unexpected(paused.error());
   }
 }
 
 Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::string& token,
                                           Millis block) {
+  if (m_cluster) return m_cluster->wait_for_wake(name, token, block);
   const Deadline deadline = Clock::now() + block + command_timeout();
   auto conn = connection(deadline);
   if (!conn) return std::unexpected(conn.error());
@@ -297,80 +247,47 @@ Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::st
     m_connection.reset();
     return {};
   }
+  // The wake list is on another Cluster node: from now on, ask the Cluster.
+  if (may_be_cluster() && server_kind(error, {redis::ServerError::moved})) {
+    become_cluster(parse_redirect(error.message, m_target.server.url.host));
+    return {};
+  }
   return std::unexpected(error);
 }
 
 Result<std::vector<NamedReply>> ServerBackend::run_on_every_lock(const lock::Call& call) {
   const Deadline connect_by = Clock::now() + command_timeout();
+  // SCAN on one Cluster node would see only that node's locks.
+  if (may_be_cluster() && !m_cluster && !m_not_cluster) {
+    if (auto probed = probe_cluster(connect_by); !probed) return std::unexpected(probed.error());
+  }
+  if (m_cluster) return m_cluster->run_on_every_lock(call);
   auto conn = connection(connect_by);
   if (!conn) return std::unexpected(conn.error());
-  std::vector<std::string> names;
-  std::string cursor = "0";
-  const std::string pattern = lock::meta_pattern(m_target.prefix);
-  // A real SCAN ends; a broken or hostile server's cursor may never return
-  // to 0. Bounded twice: by steps (with COUNT 1000, 100000 steps walk a
-  // hash table of 100 million slots, more than any one server holds) and by
-  // time (a minute: a healthy server scans millions of keys a second).
-  constexpr int k_max_scan_steps = 100'000;
-  constexpr Millis k_scan_budget{60'000};
-  const Deadline scan_until = Clock::now() + k_scan_budget;
-  int steps = 0;
-  do {
-    if (++steps > k_max_scan_steps)
-      return fail(Error::Code::protocol, fmt::format("{}: SCAN did not finish after {} steps",
-                                                     describe(), k_max_scan_steps));
-    // COUNT 1000 keeps each SCAN step short on the server while needing few
-    // round trips for large keyspaces.
-    const std::vector<std::string> scan{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
-    auto reply = (*conn)->command(scan, std::min(scan_until, Clock::now() + command_timeout()));
-    if (!reply) return std::unexpected(reply.error());
-    if (reply->elements.size() != 2 || reply->elements[1].type != redis::Reply::Type::array)
-      return fail(Error::Code::protocol, "unexpected SCAN reply");
-    cursor = reply->elements[0].str;
-    for (const auto& key : reply->elements[1].elements)
-      if (auto name = lock::name_of_meta_key(m_target.prefix, key.str)) names.push_back(*name);
-  } while (cursor != "0");
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-
+  auto names = scan_lock_names(**conn, m_target.prefix, command_timeout());
+  if (!names) return std::unexpected(names.error());
+  auto connect = [this]() { return connection(Clock::now() + command_timeout()); };
+  auto load = [&](const std::string& name) -> Result<void> {
+    auto loaded = run(name, call, Clock::now() + command_timeout());
+    if (!loaded) return std::unexpected(loaded.error());
+    return {};
+  };
+  auto batch = run_batched(connect, load, m_target.prefix, *names, call, command_timeout());
+  if (!batch) return std::unexpected(batch.error());
   std::vector<NamedReply> replies;
-  replies.reserve(names.size());
-  // Pipelined in batches: one round trip per batch instead of per lock.
-  constexpr size_t k_batch = 500;
-  const auto& script = lock_script();
-  for (size_t first = 0; first < names.size(); first += k_batch) {
-    std::vector<std::vector<std::string>> commands;
-    const size_t last = std::min(names.size(), first + k_batch);
-    for (size_t k = first; k < last; ++k) {
-      std::vector<std::string> cmd{"EVALSHA", script.sha1, "9"};
-      for (auto& key : lock::lock_keys(m_target.prefix, names[k])) cmd.push_back(std::move(key));
-      cmd.insert(cmd.end(), call.args.begin(), call.args.end());
-      commands.push_back(std::move(cmd));
-    }
-    auto batch = (*conn)->pipeline(commands, Clock::now() + command_timeout());
-    if (!batch) return std::unexpected(batch.error());
-    auto noscript = [](const redis::Reply& r) {
-      return r.is_error() && redis::server_error_kind(r.str) == redis::ServerError::noscript;
-    };
-    if (std::any_of(batch->begin(), batch->end(), noscript)) {
-      // The script cache was emptied (restart, failover, SCRIPT FLUSH): one
-      // call through the EVAL fallback loads it, then the batch is redone.
-      if (auto loaded = run(names[first], call, Clock::now() + command_timeout()); !loaded)
-        return std::unexpected(loaded.error());
-      conn = connection(Clock::now() + command_timeout());
-      if (!conn) return std::unexpected(conn.error());
-      batch = (*conn)->pipeline(commands, Clock::now() + command_timeout());
-      if (!batch) return std::unexpected(batch.error());
-    }
-    for (size_t k = first; k < last; ++k)
-      replies.emplace_back(names[k], std::move((*batch)[k - first]));
-  }
+  replies.reserve(names->size());
+  for (size_t k = 0; k < names->size(); ++k)
+    replies.emplace_back((*names)[k], std::move((*batch)[k]));
   return replies;
 }
 
 }  // namespace
 
 std::unique_ptr<Backend> make_backend(Target target) {
+  if (!target.seeds.empty()) {
+    auto seeds = target.seeds;
+    return make_cluster_backend(std::move(target), std::move(seeds));
+  }
   return std::make_unique<ServerBackend>(std::move(target));
 }
 

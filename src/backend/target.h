@@ -22,6 +22,11 @@ struct Target {
   /// a Sentinel deployment), and the name of the master they watch.
   std::vector<redis::ConnectOptions> sentinels;
   std::string master_name;
+  /// The seed nodes of a Redis Cluster named by a host list
+  /// (`redis://h1:p1,h2:p2`), each with the server's credentials and TLS
+  /// settings; any one that answers is enough. Empty: not a seed list (a
+  /// one-host URL still becomes a Cluster when the server says it is one).
+  std::vector<redis::ConnectOptions> seeds;
   std::string prefix = "rlock:";
   /// How many replicas must acknowledge a lease (WAIT) before it counts.
   config::ReplicaPolicy replicas;

@@ -51,6 +51,17 @@ backend::Target target_of(const config::Settings& settings) {
     }
     target.master_name = url.master_name;
   }
+  if (url.cluster_seeds()) {
+    // Each seed: the URL's credentials, TLS settings and database, its own
+    // address.
+    for (const auto& host : url.hosts) {
+      redis::ConnectOptions seed = target.server;
+      seed.url.host = host.host;
+      seed.url.port = host.port;
+      seed.url.hosts = {host};
+      target.seeds.push_back(std::move(seed));
+    }
+  }
   return target;
 }
 

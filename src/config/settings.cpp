@@ -349,11 +349,6 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
       return fail(Error::Code::usage, url_source == "--url"
                                           ? url.error().message
                                           : fmt::format("{}: {}", url_source, url.error().message));
-    if (url->cluster_seeds())
-      return fail(urls_from_file ? Error::Code::config : Error::Code::usage,
-                  fmt::format("{}: several hosts in one URL (the seeds of a Redis Cluster) are "
-                              "not supported yet; give one host",
-                              url_source));
     if (url->password)
       settings.warnings.push_back(
           urls_from_cli ? "using a password on the command line interface may not be safe; use "

@@ -92,16 +92,17 @@ $bad")"
   assert_stderr --partial "cannot read sentinel-password-file (set at $file:1)"
 }
 
-@test "cluster: a comma list of hosts in one redis:// URL is refused until Cluster is supported" {
-  rl_usage_error -u 'redis://127.0.0.1:1,127.0.0.1:2' status x
+@test "cluster: a comma list of hosts in one redis:// URL is one Cluster; no seed reachable is 69 at once" {
+  # (430-cluster.bats tests seed lists against a real Cluster.)
+  rl 69 -u 'redis://127.0.0.1:1,127.0.0.1:2' status x
   assert_stderr --partial 'Cluster'
-  assert_stderr --partial 'not supported yet'
-  RLOCK_URL='redis://127.0.0.1:1,127.0.0.1:2/0' rl_usage_error status x
-  assert_stderr --regexp '^rlock: error: RLOCK_URL: .*Cluster'
+  assert_stderr --partial '127.0.0.1:2'
+  RLOCK_URL='redis://127.0.0.1:1,127.0.0.1:2/0' rl 69 acquire x -n
+  assert_stderr --partial 'Cluster'
   local file
   file="$(conf "url = redis://127.0.0.1:1, 127.0.0.1:2")"
-  RLOCK_URL='' rl 78 --config "$file" status x
-  assert_stderr --regexp "^rlock: error: $file:1: .*Cluster"
+  RLOCK_URL='' rl 69 --config "$file" status x
+  assert_stderr --partial 'Cluster'
 }
 
 @test "quorum: several deployments in RLOCK_URL are still refused" {

@@ -1,0 +1,481 @@
+// Redis Cluster: a slot map, one connection per node, and the redirections
+// and refusals a Cluster answers with while it reshards or fails over.
+
+#include "backend/cluster.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "backend/node.h"
+#include "lock/keys.h"
+#include "util/number.h"
+
+namespace rlock::backend {
+
+std::uint16_t crc16(std::string_view data) {
+  // The bitwise form of the table-driven code in Redis' crc16.c
+  // (polynomial 0x1021, initial value 0): a few thousand bytes a call at
+  // most, so the table buys nothing here.
+  std::uint16_t crc = 0;
+  for (const char c : data) {
+    crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(c) << 8);
+    for (int bit = 0; bit < 8; ++bit)
+      crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                           : static_cast<std::uint16_t>(crc << 1);
+  }
+  return crc;
+}
+
+int key_slot(std::string_view key) {
+  // As Redis' keyHashSlot(): only the first `{` counts, and `{}` hashes the
+  // whole key.
+  const auto open = key.find('{');
+  if (open != std::string_view::npos) {
+    const auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1)
+      key = key.substr(open + 1, close - open - 1);
+  }
+  return crc16(key) % k_cluster_slots;
+}
+
+std::string NodeAddress::text() const {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                             : fmt::format("{}:{}", host, port);
+}
+
+namespace {
+
+std::optional<int> small_number(std::string_view text, int min, int max) {
+  auto value = parse_integer(text, min, max);
+  if (!value) return std::nullopt;
+  return static_cast<int>(*value);
+}
+
+/// One node of a CLUSTER SLOTS range: [host, port, id, ...]; nullopt when
+/// the node has no known endpoint.
+Result<std::optional<NodeAddress>> slots_node(const redis::Reply& node,
+                                              std::string_view asked_host) {
+  if (node.type != redis::Reply::Type::array || node.elements.size() < 2 ||
+      node.elements[1].type != redis::Reply::Type::integer)
+    return fail(Error::Code::protocol, "unexpected node in the CLUSTER SLOTS reply");
+  const auto& host = node.elements[0].str;
+  const auto port = node.elements[1].integer;
+  if (port < 1 || port > 65535)
+    return fail(Error::Code::protocol, fmt::format("CLUSTER SLOTS names port {}", port));
+  if (host == "?") return std::optional<NodeAddress>();
+  return NodeAddress{host.empty() ? std::string(asked_host) : host, static_cast<int>(port)};
+}
+
+}  // namespace
+
+Result<std::vector<SlotRange>> parse_cluster_slots(const redis::Reply& reply,
+                                                   std::string_view asked_host) {
+  if (reply.type != redis::Reply::Type::array)
+    return fail(Error::Code::protocol, "unexpected reply to CLUSTER SLOTS");
+  std::vector<SlotRange> ranges;
+  for (const auto& entry : reply.elements) {
+    const auto& e = entry.elements;
+    if (entry.type != redis::Reply::Type::array || e.size() < 3 ||
+        e[0].type != redis::Reply::Type::integer || e[1].type != redis::Reply::Type::integer ||
+        e[0].integer < 0 || e[1].integer >= k_cluster_slots || e[0].integer > e[1].integer)
+      return fail(Error::Code::protocol, "unexpected slot range in the CLUSTER SLOTS reply");
+    SlotRange range;
+    range.first = static_cast<int>(e[0].integer);
+    range.last = static_cast<int>(e[1].integer);
+    auto master = slots_node(e[2], asked_host);
+    if (!master) return std::unexpected(master.error());
+    if (!*master) continue;
+    range.master = std::move(**master);
+    for (size_t k = 3; k < e.size(); ++k) {
+      auto replica = slots_node(e[k], asked_host);
+      if (!replica) return std::unexpected(replica.error());
+      if (*replica) range.replicas.push_back(std::move(**replica));
+    }
+    ranges.push_back(std::move(range));
+  }
+  return ranges;
+}
+
+std::optional<Redirect> parse_redirect(std::string_view message, std::string_view asked_host) {
+  Redirect redirect;
+  if (message.starts_with("MOVED ")) {
+    message.remove_prefix(6);
+  } else if (message.starts_with("ASK ")) {
+    redirect.ask = true;
+    message.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  const auto space = message.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const auto slot = small_number(message.substr(0, space), 0, k_cluster_slots - 1);
+  std::string_view address = message.substr(space + 1);
+  address = address.substr(0, address.find(' '));
+  const auto colon = address.rfind(':');
+  if (!slot || colon == std::string_view::npos) return std::nullopt;
+  const auto port = small_number(address.substr(colon + 1), 1, 65535);
+  if (!port) return std::nullopt;
+  std::string_view host = address.substr(0, colon);
+  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
+  redirect.slot = *slot;
+  redirect.node = NodeAddress{std::string(host.empty() ? asked_host : host), *port};
+  return redirect;
+}
+
+namespace {
+
+class ClusterBackend final : public Backend {
+ public:
+  ClusterBackend(Target target, std::vector<redis::ConnectOptions> seeds)
+      : m_target(std::move(target)),
+        m_seeds(std::move(seeds)),
+        m_owner(k_cluster_slots, -1),
+        m_interrupt_fd(m_target.server.interrupt_fd) {}
+
+  void take_hint(const Redirect& hint) {
+    if (!hint.ask) set_owner(hint.slot, hint.node);
+  }
+  /// Loads the map now; a failure leaves it to the first operation.
+  void load_map(Deadline deadline) { (void)refresh(deadline); }
+
+  Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
+  Result<void> wait_for_wake(const std::string& name, const std::string& token,
+                             Millis block) override;
+  Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
+
+  void set_interrupt_fd(int fd) override {
+    m_interrupt_fd = fd;
+    for (auto& [_, conn] : m_connections) conn.set_interrupt_fd(fd);
+  }
+  int interrupt_fd() const override { return m_interrupt_fd; }
+  Millis command_timeout() const override { return m_target.server.command_timeout; }
+
+  std::string describe() const override {
+    std::vector<std::string> seeds;
+    for (const auto& s : m_seeds) seeds.push_back(s.url.redacted());
+    return fmt::format("Redis Cluster (seed {})", fmt::join(seeds, ", "));
+  }
+  std::string acl_user() const override { return acl_user_of(m_target.server); }
+
+  std::unique_ptr<Backend> clone() const override {
+    auto copy = std::make_unique<ClusterBackend>(m_target, m_seeds);
+    copy->m_owner = m_owner;
+    copy->m_masters = m_masters;
+    copy->m_replicas = m_replicas;
+    copy->m_stale = m_stale;
+    copy->m_replicas_seen = m_replicas_seen;
+    return copy;
+  }
+
+ private:
+  std::optional<NodeAddress> owner(int slot) const {
+    const int index = m_owner[static_cast<size_t>(slot)];
+    if (index < 0) return std::nullopt;
+    return m_masters[static_cast<size_t>(index)];
+  }
+  void set_owner(int slot, const NodeAddress& node);
+  /// Loads the slot map from the first node that answers CLUSTER SLOTS:
+  /// the masters and replicas of the last map, then the seeds.
+  Result<void> refresh(Deadline deadline);
+  /// The connection to `node`, opened (within `deadline`) if needed.
+  Result<redis::Connection*> connection(const NodeAddress& node, Deadline deadline);
+  void drop(const NodeAddress& node) { m_connections.erase(node.text()); }
+  /// The master of `slot`, loading the map first when it is stale or does
+  /// not know the slot.
+  Result<NodeAddress> route(int slot, Deadline deadline);
+  /// The masters serving at least one slot, in map order.
+  std::vector<NodeAddress> serving_masters() const;
+
+  Target m_target;  // the options every node is reached with (host and port aside)
+  std::vector<redis::ConnectOptions> m_seeds;
+  std::vector<int> m_owner;  // slot -> index into m_masters, -1: unknown
+  std::vector<NodeAddress> m_masters;
+  std::vector<NodeAddress> m_replicas;  // only asked for the map
+  /// Set when a redirection or a failure says the map may be out of date.
+  bool m_stale = false;
+  std::map<std::string, redis::Connection> m_connections;
+  /// Per master (host:port): the most replicas it has been seen with (see
+  /// execute()).
+  std::map<std::string, int> m_replicas_seen;
+  int m_interrupt_fd = -1;
+};
+
+void ClusterBackend::set_owner(int slot, const NodeAddress& node) {
+  auto found = std::find(m_masters.begin(), m_masters.end(), node);
+  if (found == m_masters.end()) found = m_masters.insert(m_masters.end(), node);
+  m_owner[static_cast<size_t>(slot)] = static_cast<int>(found - m_masters.begin());
+}
+
+std::vector<NodeAddress> ClusterBackend::serving_masters() const {
+  std::vector<bool> serving(m_masters.size());
+  for (const int index : m_owner)
+    if (index >= 0) serving[static_cast<size_t>(index)] = true;
+  std::vector<NodeAddress> masters;
+  for (size_t k = 0; k < m_masters.size(); ++k)
+    if (serving[k]) masters.push_back(m_masters[k]);
+  return masters;
+}
+
+Result<redis::Connection*> ClusterBackend::connection(const NodeAddress& node, Deadline deadline) {
+  const auto key = node.text();
+  if (auto found = m_connections.find(key); found != m_connections.end()) {
+    found->second.set_interrupt_fd(m_interrupt_fd);
+    return &found->second;
+  }
+  // Every node takes the credentials, TLS settings and timeouts of the
+  // URL; the Cluster says where it is.
+  redis::ConnectOptions options = m_target.server;
+  if (options.url.scheme == redis::Url::Scheme::unix_socket)
+    options.url.scheme = redis::Url::Scheme::tcp;
+  options.url.host = node.host;
+  options.url.port = node.port;
+  options.url.hosts = {redis::Endpoint{node.host, node.port}};
+  options.interrupt_fd = m_interrupt_fd;
+  const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
+  options.connect_timeout = std::clamp(left, Millis(1), options.connect_timeout);
+  auto connected = redis::Connection::connect(options);
+  if (!connected) return std::unexpected(connected.error());
+  return &m_connections.emplace(key, std::move(*connected)).first->second;
+}
+
+Result<void> ClusterBackend::refresh(Deadline deadline) {
+  std::vector<NodeAddress> candidates = m_masters;
+  candidates.insert(candidates.end(), m_replicas.begin(), m_replicas.end());
+  for (const auto& seed : m_seeds) candidates.push_back({seed.url.host, seed.url.port});
+  std::vector<NodeAddress> asked;
+  std::vector<std::string> problems;
+  std::optional<Error> auth_error;
+  for (const auto& node : candidates) {
+    if (std::find(asked.begin(), asked.end(), node) != asked.end()) continue;
+    asked.push_back(node);
+    if (Clock::now() >= deadline) break;
+    auto conn = connection(node, deadline);
+    Result<redis::Reply> reply =
+        conn ? (*conn)->command(std::vector<std::string>{"CLUSTER", "SLOTS"}, deadline)
+             : std::unexpected(conn.error());
+    Result<std::vector<SlotRange>> ranges =
+        reply ? parse_cluster_slots(*reply, node.host) : std::unexpected(reply.error());
+    if (ranges && ranges->empty())
+      ranges = fail(Error::Code::unreachable,
+                    fmt::format("{}: no slot is assigned to a reachable master", node.text()));
+    if (!ranges) {
+      const Error& error = ranges.error();
+      if (error.code == Error::Code::interrupted) return std::unexpected(error);
+      if (error.code == Error::Code::unreachable) drop(node);
+      if (error.code == Error::Code::auth) auth_error = error;
+      problems.push_back(error.message);
+      continue;
+    }
+    std::fill(m_owner.begin(), m_owner.end(), -1);
+    m_masters.clear();
+    m_replicas.clear();
+    for (const auto& range : *ranges) {
+      for (int slot = range.first; slot <= range.last; ++slot) set_owner(slot, range.master);
+      for (const auto& replica : range.replicas)
+        if (std::find(m_replicas.begin(), m_replicas.end(), replica) == m_replicas.end())
+          m_replicas.push_back(replica);
+    }
+    m_stale = false;
+    return {};
+  }
+  if (auth_error && problems.size() == 1) return std::unexpected(*auth_error);
+  const std::string why = problems.empty() ? std::string("no time left to ask")
+                                           : fmt::format("{}", fmt::join(problems, "; "));
+  Error error{Error::Code::unreachable, fmt::format("no node of the Cluster answered: {}", why)};
+  if (auth_error) error = *auth_error;
+  return std::unexpected(error);
+}
+
+Result<NodeAddress> ClusterBackend::route(int slot, Deadline deadline) {
+  if (m_stale || !owner(slot)) {
+    auto refreshed = refresh(deadline);
+    // A map that could not be loaded again still names a master to try.
+    if (!refreshed && !owner(slot)) return std::unexpected(refreshed.error());
+  }
+  if (auto node = owner(slot)) return *node;
+  return std::unexpected(Error{Error::Code::server,
+                               fmt::format("CLUSTERDOWN slot {} is not served", slot),
+                               redis::ServerError::clusterdown});
+}
+
+Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& call,
+                                    Deadline deadline) {
+  const auto keys = lock::lock_keys(m_target.prefix, name);
+  // Every key of a lock has its hash tag: one slot for all of them.
+  const int slot = key_slot(keys.front());
+  // Operations are idempotent by token (see server.cpp): a request whose
+  // reply was lost may be sent again, to the same node or the next master.
+  bool retried_transport = false;
+  // A redirection is followed at once; a Cluster that keeps redirecting
+  // (a map changing under us) is given the backoff below after these.
+  constexpr int k_redirects_before_backoff = 3;
+  int redirects = 0;
+  // The last refusal that was not a redirection: what the user is told
+  // when time runs out (ASK, then TRYAGAIN from the destination while a
+  // slot migrates, says more as TRYAGAIN).
+  std::optional<Error> refusal;
+  std::optional<NodeAddress> asking;
+  Backoff backoff(deadline, m_interrupt_fd);
+  for (;;) {
+    Result<NodeAddress> node = asking ? Result<NodeAddress>(*asking) : route(slot, deadline);
+    const bool ask = asking.has_value();
+    asking.reset();
+    bool reused = false;
+    Result<Outcome> outcome = std::unexpected(Error{});
+    if (!node) {
+      outcome = std::unexpected(node.error());
+    } else {
+      reused = m_connections.contains(node->text());
+      auto conn = connection(*node, deadline);
+      // Replicas are seen per master: a promoted replica starts afresh.
+      int& seen = m_replicas_seen[node->text()];
+      outcome = conn ? execute(**conn, m_target.replicas, seen, keys, call, deadline, ask)
+                     : std::unexpected(conn.error());
+    }
+    if (outcome) return outcome;
+    const Error& error = outcome.error();
+    // No node answered and none ever did: the Cluster is out of reach (as a
+    // single server that refuses a fresh connection), not failing over.
+    if (!node && error.code == Error::Code::unreachable && m_masters.empty()) return outcome;
+    if (node && (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted))
+      drop(*node);
+    if (error.code == Error::Code::interrupted) return outcome;
+    if (node && server_kind(error, {redis::ServerError::moved, redis::ServerError::ask})) {
+      auto redirect = parse_redirect(error.message, node->host);
+      if (!redirect) return outcome;
+      if (redirect->ask) {
+        // Only this command goes there: the slot is still this node's.
+        asking = redirect->node;
+      } else {
+        set_owner(redirect->slot, redirect->node);
+        m_stale = true;  // the next route() loads the whole map again
+      }
+      if (++redirects <= k_redirects_before_backoff) continue;
+    } else if (node && error.code == Error::Code::unreachable && reused && !retried_transport &&
+               Clock::now() < deadline) {
+      retried_transport = true;
+      continue;
+    } else {
+      // A master out of reach or turned replica (READONLY, UNBLOCKED) is a
+      // shard failing over: load the map again from any node that answers.
+      // CLUSTERDOWN and TRYAGAIN pass once the Cluster has settled.
+      const bool follow =
+          error.code == Error::Code::unreachable ||
+          server_kind(error, {redis::ServerError::readonly, redis::ServerError::unblocked,
+                              redis::ServerError::clusterdown});
+      const bool transient = error.code == Error::Code::server && redis::is_transient(error.server);
+      if (!follow && !transient) return outcome;
+      if (follow) m_stale = true;
+    }
+    const auto missing = fmt::format("no usable master for lock '{}' (slot {})", name, slot);
+    const bool redirected =
+        server_kind(error, {redis::ServerError::moved, redis::ServerError::ask});
+    if (!redirected) refusal = error;
+    if (auto paused = backoff.pause(redirected && refusal ? *refusal : error, describe(), missing);
+        !paused)
+      return std::unexpected(paused.error());
+  }
+}
+
+Result<void> ClusterBackend::wait_for_wake(const std::string& name, const std::string& token,
+                                           Millis block) {
+  const Deadline deadline = Clock::now() + block + command_timeout();
+  const std::string key = lock::wake_key(m_target.prefix, name, token);
+  // The wake list has the lock's hash tag: the node of the lock.
+  auto node = route(key_slot(key), Clock::now() + command_timeout());
+  if (!node) return std::unexpected(node.error());
+  auto conn = connection(*node, Clock::now() + command_timeout());
+  if (!conn) return std::unexpected(conn.error());
+  const std::vector<std::string> blpop{
+      "BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
+  auto woke = (*conn)->command(blpop, deadline);
+  if (woke) return {};
+  const Error& error = woke.error();
+  if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted) {
+    drop(*node);
+    m_stale = true;
+  }
+  // The slot moved, the master turned replica, the Cluster is settling:
+  // not an error of the wait, only a reason to ask again (the next
+  // operation finds the master). A short pause keeps a waiter from
+  // spinning while a slot migrates.
+  if (server_kind(error, {redis::ServerError::moved, redis::ServerError::ask,
+                          redis::ServerError::readonly, redis::ServerError::unblocked,
+                          redis::ServerError::clusterdown, redis::ServerError::tryagain})) {
+    if (auto redirect = parse_redirect(error.message, node->host); redirect && !redirect->ask)
+      set_owner(redirect->slot, redirect->node);
+    m_stale = true;
+    (void)pause_before_retry(Millis(100), deadline, m_interrupt_fd);
+    return {};
+  }
+  return std::unexpected(error);
+}
+
+Result<std::vector<NamedReply>> ClusterBackend::run_on_every_lock(const lock::Call& call) {
+  const Millis timeout = command_timeout();
+  // The whole map, freshly: a listing must see every master there is now.
+  if (auto refreshed = refresh(Clock::now() + timeout); !refreshed)
+    return std::unexpected(refreshed.error());
+  std::vector<NamedReply> replies;
+  // One master after another: a status listing is not latency-critical, and
+  // each master's locks go in pipelined batches.
+  for (const auto& node : serving_masters()) {
+    auto connect = [&]() { return connection(node, Clock::now() + timeout); };
+    auto conn = connect();
+    if (!conn) return std::unexpected(conn.error());
+    auto names = scan_lock_names(**conn, m_target.prefix, timeout);
+    if (!names) {
+      if (names.error().code == Error::Code::unreachable) drop(node);
+      return std::unexpected(names.error());
+    }
+    auto load = [&](const std::string& name) -> Result<void> {
+      auto loaded = run(name, call, Clock::now() + timeout);
+      if (!loaded) return std::unexpected(loaded.error());
+      return {};
+    };
+    auto batch = run_batched(connect, load, m_target.prefix, *names, call, timeout);
+    if (!batch) {
+      if (batch.error().code == Error::Code::unreachable) drop(node);
+      return std::unexpected(batch.error());
+    }
+    for (size_t k = 0; k < names->size(); ++k) {
+      auto& reply = (*batch)[k];
+      // A lock whose slot moved since SCAN (resharding, failover) is asked
+      // where it is now.
+      const auto kind =
+          reply.is_error() ? redis::server_error_kind(reply.str) : redis::ServerError::none;
+      if (kind == redis::ServerError::moved || kind == redis::ServerError::ask) {
+        auto again = run((*names)[k], call, Clock::now() + timeout);
+        if (!again) return std::unexpected(again.error());
+        reply = std::move(again->reply);
+      }
+      replies.emplace_back((*names)[k], std::move(reply));
+    }
+  }
+  // A lock seen on two masters (its slot migrated during the listing) is
+  // listed once.
+  std::stable_sort(replies.begin(), replies.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  replies.erase(std::unique(replies.begin(), replies.end(),
+                            [](const auto& a, const auto& b) { return a.first == b.first; }),
+                replies.end());
+  return replies;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cluster_backend(Target target,
+                                              std::vector<redis::ConnectOptions> seeds,
+                                              std::optional<Redirect> hint,
+                                              std::optional<Deadline> load_map_by) {
+  auto backend = std::make_unique<ClusterBackend>(std::move(target), std::move(seeds));
+  if (hint) backend->take_hint(*hint);
+  if (load_map_by) backend->load_map(*load_map_by);
+  return backend;
+}
+
+}  // namespace rlock::backend

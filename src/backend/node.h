@@ -1,0 +1,79 @@
+#pragma once
+/// What every backend does on one node (a master it has chosen): run the
+/// lock script there, count and WAIT for that master's replicas, list the
+/// locks it holds. The one-master backend (server.cpp) and the Cluster
+/// backend (cluster.cpp) differ only in how they find the node.
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/target.h"
+#include "redis/connection.h"
+
+namespace rlock::backend {
+
+/// lock.lua, run by EVALSHA (EVAL when the cache lost it).
+const redis::Script& lock_script();
+
+/// Sleeps `pause`, or less if `deadline` comes first; false if `interrupt_fd`
+/// became readable meanwhile.
+bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd);
+
+/// The pauses between the tries of one operation that meets a transient
+/// refusal or a failover: 100 ms doubling to 1 s notices a finished load or
+/// a new master quickly without hammering.
+class Backoff {
+ public:
+  Backoff(Deadline deadline, int interrupt_fd)
+      : m_started(Clock::now()), m_deadline(deadline), m_interrupt_fd(interrupt_fd) {}
+
+  /// Pauses before the next try. If the deadline would pass first, `error`
+  /// becomes the final one: "WHERE still answers KIND after DURATION" for a
+  /// server's refusal, else "WHERE: MISSING after DURATION".
+  Result<void> pause(const Error& error, const std::string& where, const std::string& missing);
+
+ private:
+  Clock::time_point m_started;
+  Deadline m_deadline;
+  int m_interrupt_fd;
+  Millis m_pause{100};
+};
+
+/// Whether `error` is a server reply of one of `kinds`.
+bool server_kind(const Error& error, std::initializer_list<redis::ServerError> kinds);
+
+/// The ACL user a connection with `options` authenticates as.
+std::string acl_user_of(const redis::ConnectOptions& options);
+
+/// Runs `call` once on `conn` (the master of the lock), then WAITs for the
+/// replicas `replicas` asks for if the call wrote a lease. `replicas_seen`:
+/// the most replicas this master has been seen with (ROLE), raised here;
+/// with --replicas all a lease must reach that many even when fewer are
+/// connected now (the first sign of a failover is the promoted replica
+/// leaving the old master, which still takes writes the new master never
+/// sees). With `asking` (a Cluster ASK redirection), ASKING goes right
+/// before the script.
+Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
+                        int& replicas_seen, const std::vector<std::string>& keys,
+                        const lock::Call& call, Deadline deadline, bool asking = false);
+
+/// The names of every lock whose meta key SCAN finds on `conn`, sorted,
+/// without duplicates. Bounded in steps and time (a broken server's cursor
+/// may never return to 0).
+Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const std::string& prefix,
+                                                 Millis command_timeout);
+
+/// Runs `call` on each of `names` (all on one node), pipelined in batches;
+/// the replies (error replies in place) in the order of `names`. `connect`
+/// gives the node's connection. When the script cache was emptied, `load`
+/// runs the call for one name with every retry (the EVAL fallback loads the
+/// script again) and the batch is sent once more.
+Result<std::vector<redis::Reply>> run_batched(
+    const std::function<Result<redis::Connection*>()>& connect,
+    const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
+    const std::vector<std::string>& names, const lock::Call& call, Millis command_timeout);
+
+}  // namespace rlock::backend

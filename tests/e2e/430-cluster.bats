@@ -1,0 +1,325 @@
+#!/usr/bin/env bats
+# rlock on a real Redis Cluster (three masters, three replicas): a redis://
+# URL to any one node is enough, locks land on the master of their slot,
+# `status` lists every shard, and a shard failover (CLUSTER FAILOVER, kill
+# -9 of the master) during a run never lets a second holder in.
+
+load helpers
+load cluster
+
+setup_file() {
+  start_cluster
+  local first="${CLUSTER_PORTS%% *}"
+  export SEED="$first"
+  export RLOCK_URL
+  RLOCK_URL="$(cluster_url "$first")"
+}
+
+teardown_file() {
+  stop_cluster
+}
+
+setup() {
+  # The full health check (a second or so) only after a test that failed
+  # over or killed a node (it leaves $BATS_FILE_TMPDIR/damaged), or when a
+  # node is not running: the suite stays short.
+  local p
+  for p in $CLUSTER_PORTS; do
+    running "$(cluster_node_pid "$p")" || touch "$BATS_FILE_TMPDIR/damaged"
+  done
+  if [[ -e "$BATS_FILE_TMPDIR/damaged" ]]; then
+    wait_cluster_healthy
+    rm -f "$BATS_FILE_TMPDIR/damaged"
+  fi
+  M="$BATS_TEST_TMPDIR"
+  for p in $(cluster_masters); do cluster_cli "$p" FLUSHALL >/dev/null; done
+}
+
+teardown() {
+  # Whatever a test left half done on the Cluster (a slot migrating).
+  if [[ -s "$M/undo" ]]; then bash "$M/undo" >/dev/null 2>&1 || true; fi
+  touch "$M/stop-watching"
+  stop_sessions
+  kill_bg_pids
+}
+
+# now_us: the wall clock in microseconds.
+now_us() {
+  echo "${EPOCHREALTIME/./}"
+}
+
+# locks_on PORT: how many lock meta keys the node PORT holds.
+locks_on() {
+  cluster_cli "$1" --scan --pattern 'rlock:{*}:m' | wc -l
+}
+
+# start_watcher NAME: in the background, tries `acquire -n NAME` every 150 ms
+# until teardown (or stop_watcher); every success is logged with its time
+# to $M/watcher.got (and the lock given back at once).
+start_watcher() {
+  local name="$1"
+  (
+    set +e
+    while [[ ! -e "$M/stop-watching" ]]; do
+      token="$("$RLOCK" acquire -n -t 30s "$name" 2>>"$M/watcher.err")"
+      rc=$?
+      echo "$rc" >>"$M/watcher.rc"
+      if ((rc == 0)); then
+        now_us >>"$M/watcher.got"
+        "$RLOCK" release "$name" --token "$token" 2>>"$M/watcher.err"
+      fi
+      sleep 0.15
+    done
+  ) 3>&- &
+  echo "$!" >"$M/watcher.pid"
+}
+
+stop_watcher() {
+  touch "$M/stop-watching"
+  local pid i
+  pid="$(cat "$M/watcher.pid")"
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  fail "the watcher did not stop"
+}
+
+# SECTION: the command a run holds the lock for; records when it started
+# and when it ended (also when terminated) in $M/section.{start,end}.
+SECTION='trap '\''now >"$0.end"; exit 143'\'' TERM
+now() { echo "${EPOCHREALTIME/./}"; }
+now >"$0.start"
+sleep "$1" & wait
+now >"$0.end"'
+
+# run_section NAME SECONDS OPTIONS...: `rlock run OPTIONS NAME -- bash -c
+# SECTION` in the background (tag "job"); waits until the section started.
+run_section() {
+  local name="$1" seconds="$2" i
+  shift 2
+  bg_rlock job run "$@" "$name" -- bash -c "$SECTION" "$M/section" "$seconds"
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$M/section.start" ]] && return 0
+    sleep 0.05
+  done
+  fail "the section did not start: $(cat "$M/job.err")"
+}
+
+# check_watcher_kept_out: fails if the watcher got the lock while the
+# section ran, or never even tried (saw it busy) meanwhile.
+check_watcher_kept_out() {
+  local start end got
+  start="$(cat "$M/section.start")"
+  end="$(cat "$M/section.end" 2>/dev/null || now_us)"
+  if [[ -s "$M/watcher.got" ]]; then
+    while read -r got; do
+      if ((got >= start && got <= end)); then
+        fail "the watcher got the lock at +$(((got - start) / 1000)) ms while the run held it (section ended at +$(((end - start) / 1000)) ms)"
+      fi
+    done <"$M/watcher.got"
+  fi
+  run grep -c '^75$' "$M/watcher.rc"
+  assert_greater "$output" 10
+}
+
+# holder_expiry PORT NAME: the expiry (ms) the node PORT has for NAME's
+# holder, empty if none.
+holder_expiry() {
+  cluster_cli "$1" ZRANGE "rlock:{$2}:h" 0 0 WITHSCORES 2>/dev/null | sed -n 2p
+}
+
+# wait_renewed PORT NAME BEFORE: waits (bounded, 10 s) until the node PORT
+# has NAME's holder expiring after BEFORE (a renewal reached it); prints
+# when, in microseconds.
+wait_renewed() {
+  local port="$1" name="$2" before="$3" k e
+  for ((k = 0; k < 200; k++)); do
+    e="$(holder_expiry "$port" "$name")"
+    if [[ -n "$e" ]] && ((e > before)); then
+      now_us
+      return 0
+    fi
+    sleep 0.05
+  done
+  fail "no renewal reached the new master $port within 10 s"
+}
+
+@test "cluster: 30 locks through one seed land on every master, each on its slot's master" {
+  local n name masters m
+  # Not `i`: bats' `run` (inside rl) assigns a global i. Not rl either: 30
+  # times its overhead is seconds.
+  for ((n = 0; n < 30; n++)); do
+    timeout -k 1 "$RL_TIMEOUT" "$RLOCK" acquire "spread-$n" -n -t 60s >/dev/null ||
+      fail "acquire spread-$n exited $?"
+  done
+  masters="$(cluster_masters)"
+  assert_equal "$(wc -l <<<"$masters")" 3
+  local total=0 held
+  for m in $masters; do
+    held="$(locks_on "$m")"
+    if ((held == 0)); then fail "master $m holds none of the 30 locks"; fi
+    total=$((total + held))
+  done
+  assert_equal "$total" 30
+  # Each lock on the master of its slot.
+  for n in 0 7 19 29; do
+    name="spread-$n"
+    m="$(master_of_lock "$name")"
+    assert_equal "$(cluster_cli "$m" EXISTS "rlock:{$name}:m")" 1
+  done
+}
+
+@test "cluster: --json status lists the held locks of every shard" {
+  local m name
+  for m in $(cluster_masters); do
+    name="$(lock_on_master "$m" listed)"
+    rl 0 acquire "$name" -n -t 60s --owner "on-$m"
+    echo "$name" >>"$M/names"
+  done
+  rl 0 status --json
+  assert_json
+  run --separate-stderr "$PYTHON" -c '
+import json, sys
+d = json.loads(sys.argv[1])
+locks = d if isinstance(d, list) else d.get("locks", d)
+print("\n".join(sorted(l["name"] for l in locks)))' "$output"
+  assert_output "$(LC_ALL=C sort "$M/names")"
+  # And the text listing names all three.
+  rl 0 status
+  while read -r name; do assert_output --partial "$name"; done <"$M/names"
+}
+
+@test "cluster: MOVED is followed: a lock on another master's slot, through a master and through a replica" {
+  local name owner replica
+  name="$(lock_not_on_master "$SEED" moved)"
+  owner="$(master_of_lock "$name")"
+  # The seed itself refuses the key with MOVED: what rlock must follow.
+  run cluster_cli "$SEED" SET "rlock:{$name}:probe" 1
+  assert_output --partial MOVED
+  rl 0 acquire "$name" -n -t 60s
+  local token="$output"
+  assert_equal "$(cluster_cli "$owner" EXISTS "rlock:{$name}:m")" 1
+  assert_equal "$(cluster_cli "$SEED" DBSIZE)" 0
+  rl 75 acquire "$name" -n
+  # Through a replica as the only seed: every command is redirected.
+  replica="$(replica_of "$owner")"
+  RLOCK_URL="$(cluster_url "$replica")" rl 0 status "$name"
+  RLOCK_URL="$(cluster_url "$replica")" rl 0 release "$name" --token "$token"
+  rl 1 status "$name"
+}
+
+@test "cluster: a seed list whose first node is down works, and none reachable is 69" {
+  local dead name m
+  dead="$(free_port)"
+  export RLOCK_URL="redis://127.0.0.1:$dead,127.0.0.1:$SEED/0"
+  for m in $(cluster_masters); do
+    name="$(lock_on_master "$m" seeded)"
+    rl 0 acquire "$name" -n -t 60s
+    echo "$name" >>"$M/names"
+    assert_equal "$(cluster_cli "$m" EXISTS "rlock:{$name}:m")" 1
+  done
+  rl 0 status --json
+  for name in $(cat "$M/names"); do assert_output --partial "\"$name\""; done
+  RLOCK_URL="redis://127.0.0.1:$dead,127.0.0.1:$(free_port)/0" rl 69 status
+  assert_stderr --partial "127.0.0.1:$dead"
+}
+
+@test "cluster: a slot being migrated: ASK is followed, TRYAGAIN waited out, and the lock taken once the slot moved" {
+  local src dst name slot src_id dst_id p
+  src="$(cluster_masters | head -n 1)"
+  dst="$(cluster_masters | tail -n 1)"
+  name="$(lock_on_master "$src" migrating)"
+  slot="$(cluster_cli "$src" CLUSTER KEYSLOT "rlock:{$name}:m")"
+  src_id="$(cluster_cli "$src" CLUSTER MYID)"
+  dst_id="$(cluster_cli "$dst" CLUSTER MYID)"
+  # If the test stops half way, the slot goes back to the source, stable.
+  printf 'redis-cli -p %s CLUSTER SETSLOT %s STABLE\nredis-cli -p %s CLUSTER SETSLOT %s STABLE\n' \
+    "$dst" "$slot" "$src" "$slot" >"$M/undo"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  assert_equal "$(cluster_cli "$dst" CLUSTER SETSLOT "$slot" IMPORTING "$src_id")" OK
+  assert_equal "$(cluster_cli "$src" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id")" OK
+  # The source has none of the lock's keys, so it answers ASK; the
+  # destination, asked with ASKING, has none of them either and answers
+  # TRYAGAIN (a multi-key command while the slot is half moved): rlock
+  # retries until the migration ends, then follows MOVED.
+  run cluster_cli "$src" EXISTS "rlock:{$name}:m"
+  assert_output "ASK $slot 127.0.0.1:$dst"
+  bg_rlock acquirer acquire "$name" -n -t 60s
+  sleep 1.5
+  running "$(cat "$M/acquirer.pid")" || fail "acquire did not wait for the migration: $(cat "$M/acquirer.err")"
+  for p in $(cluster_masters); do
+    assert_equal "$(cluster_cli "$p" CLUSTER SETSLOT "$slot" NODE "$dst_id")" OK
+  done
+  : >"$M/undo"
+  bg_wait acquirer 0 10
+  local token="$output"
+  assert_equal "$(cluster_cli "$dst" EXISTS "rlock:{$name}:m")" 1
+  rl 0 release "$name" --token "$token"
+  rl 1 status "$name"
+}
+
+@test "cluster: status NAME and release --force work on a lock of every shard" {
+  local m name
+  for m in $(cluster_masters); do
+    name="$(lock_on_master "$m" forced)"
+    rl 0 acquire "$name" -n -t 60s --owner "holder-$m"
+    rl 0 status "$name"
+    assert_output --partial "holder-$m"
+    rl 0 release "$name" --force
+    rl 1 status "$name"
+    assert_equal "$(cluster_cli "$m" EXISTS "rlock:{$name}:h")" 0
+  done
+}
+
+@test "cluster: 8 waiting runs doing read-modify-write of a counter lose no update" {
+  local counter="$M/counter" i
+  echo 0 >"$counter"
+  for i in 1 2 3 4 5 6 7 8; do
+    rl_bg "c$i" run counter -w 30s -- sh -c "v=\$(cat '$counter'); sleep 0.2; echo \$((v + 1)) >'$counter'"
+  done
+  for i in 1 2 3 4 5 6 7 8; do rl_wait "c$i" 0; done
+  assert_equal "$(cat "$counter")" 8
+}
+
+@test "cluster: CLUSTER FAILOVER of the lock's shard during a 10 s-TTL run: exits 0, the watcher never gets in" {
+  local name old new before
+  name="$(lock_not_on_master "$SEED" failover)"
+  old="$(master_of_lock "$name")"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  run_section "$name" 5 -t 10s
+  start_watcher "$name"
+  sleep 1
+  before="$(holder_expiry "$old" "$name")"
+  [[ -n "$before" ]] || fail "no holder on the lock's master"
+  new="$(failover_shard "$old" 10)"
+  wait_renewed "$new" "$name" "$before" >/dev/null
+  bg_wait job 0 20
+  stop_watcher
+  check_watcher_kept_out
+}
+
+@test "cluster: kill -9 of the master the URL names, holding the lock, during a 10 s-TTL run: exits 0, the watcher never gets in" {
+  local name old new before killed_at renewed_at other
+  # The URL names the lock's own master, so no MOVED ever says it is a
+  # Cluster: the run's heartbeat must find out by itself, and follow the
+  # promoted replica once that node is gone.
+  old="$(cluster_masters | head -n 1)"
+  other="$(cluster_masters | tail -n 1)"
+  name="$(lock_on_master "$old" killed)"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  RLOCK_URL="$(cluster_url "$old")" run_section "$name" 8 -t 10s
+  RLOCK_URL="$(cluster_url "$other")" start_watcher "$name"
+  sleep 1
+  before="$(holder_expiry "$old" "$name")"
+  [[ -n "$before" ]] || fail "no holder on the lock's master"
+  killed_at="$(now_us)"
+  new="$(kill_shard_master "$old" 15)"
+  renewed_at="$(wait_renewed "$new" "$name" "$before")"
+  echo "# master killed -> first renewal on the new master: $(((renewed_at - killed_at) / 1000)) ms" >&3
+  # The final release goes to the node the URL names, which is gone: a
+  # warning, and the lock expires within its TTL.
+  bg_wait job 0 20
+  stop_watcher
+  check_watcher_kept_out
+}
