@@ -74,7 +74,7 @@ class Member {
 
   ~Member() {
     stop_accepting();
-    finish_by(Clock::now());
+    finish_by(Clock::now(), Millis(0));
   }
 
   /// Queues `work`; returns its id (for cancel).
@@ -106,13 +106,16 @@ class Member {
     m_wake.notify_one();
   }
 
-  /// Lets queued jobs run until `deadline`, then drops the rest, interrupts
-  /// the running one and joins the thread.
-  void finish_by(Deadline deadline) {
+  /// Lets queued jobs run until `deadline`, or until the running one has
+  /// run for `stuck` (the member does not answer), then drops the rest,
+  /// interrupts the running one and joins the thread.
+  void finish_by(Deadline deadline, Millis stuck) {
     if (!m_thread.joinable()) return;
     {
       std::unique_lock lock(m_mutex);
-      m_idle.wait_until(lock, deadline, [this] { return m_jobs.empty() && m_current == 0; });
+      while (!(m_jobs.empty() && m_current == 0) && Clock::now() < deadline &&
+             !(m_current != 0 && Clock::now() - m_since > stuck))
+        m_idle.wait_for(lock, Millis(2));
       m_jobs.clear();
       if (m_current != 0) signal_eventfd(m_cancel);
       m_wake.notify_one();
@@ -134,6 +137,7 @@ class Member {
       Job job = std::move(m_jobs.front());
       m_jobs.pop_front();
       m_current = job.id;
+      m_since = Clock::now();
       lock.unlock();
       job.work(*m_backend);
       lock.lock();
@@ -151,6 +155,7 @@ class Member {
   std::condition_variable m_wake, m_idle;
   std::deque<Job> m_jobs;
   std::uint64_t m_current = 0, m_last_id = 0;
+  Deadline m_since{};  // when the running job started
   bool m_stopping = false;
   std::thread m_thread;
 };
@@ -209,10 +214,14 @@ class QuorumBackend final : public Backend {
     // Give-backs and queue exits still on their way to a member that
     // answers are worth finishing (a millisecond each); a frozen member's
     // are not worth waiting for: its leases expire by themselves.
+    // A member whose job has run for 20 ms is taken as stuck (one that
+    // answers takes a millisecond), so a frozen member does not cost the
+    // whole grace at every exit.
     constexpr Millis k_grace{100};
+    constexpr Millis k_stuck{20};
     for (auto& m : m_members) m->stop_accepting();
     const Deadline until = Clock::now() + k_grace;
-    for (auto& m : m_members) m->finish_by(until);
+    for (auto& m : m_members) m->finish_by(until, k_stuck);
   }
 
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
@@ -378,12 +387,18 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
       // higher). Leave the queues of the members that did not grant, and
       // give back a grant that is still on its way, so that nobody waits
       // behind us there.
-      std::vector<MemberReply> late;
-      {
-        std::lock_guard lock(batch->mutex);
-        late = batch->replies;
+      // A member that is merely slower than the others is given as long
+      // again as the acquire took so far (a frozen one costs at most that):
+      // holding on more than a bare majority is what lets a lock survive
+      // the loss of a member later.
+      const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
+      auto late = gather(*batch, std::min(deadline, Clock::now() + so_far),
+                         [](const std::vector<MemberReply>&) { return false; });
+      if (!late) {
+        give_back(name, token, everyone);
+        return std::unexpected(late.error());
       }
-      const auto kept = lock::count_acquire(late).grants;
+      const auto kept = lock::count_acquire(*late).grants;
       std::vector<std::size_t> others;
       for (std::size_t k : everyone)
         if (std::find(kept.begin(), kept.end(), k) == kept.end()) others.push_back(k);

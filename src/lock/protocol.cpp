@@ -331,8 +331,9 @@ ReleaseCount count_release(const std::vector<MemberReply>& members) {
       ++count.not_owner;
   }
   const std::size_t answered = members.size() - count.pending;
-  count.decided =
-      count.pending == 0 || (answered >= majority(members.size()) && count.released > 0);
+  count.decided = count.pending == 0 ||
+                  (answered >= majority(members.size()) && count.released > 0) ||
+                  count.not_owner >= majority(members.size());
   return count;
 }
 

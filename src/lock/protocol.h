@@ -117,7 +117,8 @@ struct RenewCount {
 RenewCount count_renew(const std::vector<MemberReply>& members);
 
 /// A release (or forced release) goes to every member; it is decided when
-/// all have answered, or when a majority has and one of them released.
+/// all have answered, when a majority has and one of them released, or
+/// when a majority says the token holds nothing.
 /// `released`: some member released (reply 1).
 struct ReleaseCount {
   std::size_t released = 0, not_owner = 0, failed = 0, pending = 0;
