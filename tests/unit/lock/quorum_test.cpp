@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "lock/protocol.h"
+#include "replies.h"
+#include "supervise/timing.h"
 
 namespace rlock::lock {
 namespace {
@@ -10,26 +12,9 @@ namespace {
 using redis::Reply;
 using State = MemberReply::State;
 
-Reply integer(std::int64_t n) {
-  Reply r;
-  r.type = Reply::Type::integer;
-  r.integer = n;
-  return r;
-}
-
-Reply string(std::string s) {
-  Reply r;
-  r.type = Reply::Type::string;
-  r.str = std::move(s);
-  return r;
-}
-
-Reply array(std::vector<Reply> elements) {
-  Reply r;
-  r.type = Reply::Type::array;
-  r.elements = std::move(elements);
-  return r;
-}
+using test::array;
+using test::integer;
+using test::string;
 
 MemberReply replied(Reply reply) {
   return MemberReply{State::replied, std::move(reply), ""};
@@ -62,6 +47,14 @@ TEST(Quorum, ValidityIsTtlLessTimeSpentLessDrift) {
   EXPECT_EQ(clock_drift(Millis(10'000)), Millis(102));
   EXPECT_EQ(validity(Millis(10'000), Millis(50)), Millis(10'000 - 50 - 102));
   EXPECT_LE(validity(Millis(1000), Millis(990)), Millis(0));
+}
+
+TEST(Quorum, RunsSafetyMarginCoversTheDrift) {
+  // run's deadline (last confirmed send + TTL - margin) ends before the
+  // validity (send + TTL - drift) as long as the margin exceeds the drift.
+  for (Millis ttl : {Millis(100), Millis(499), Millis(500), Millis(1000), Millis(2000),
+                     Millis(30'000), Millis(3'600'000)})
+    EXPECT_GT(supervise::safety_margin(ttl), clock_drift(ttl)) << ttl.count();
 }
 
 TEST(Quorum, AcquireVerdictAsRepliesArrive) {
