@@ -106,15 +106,16 @@ class Member {
     m_wake.notify_one();
   }
 
-  /// Lets queued jobs run until `deadline`, or until the running one has
-  /// run for `stuck` (the member does not answer), then drops the rest,
-  /// interrupts the running one and joins the thread.
+  /// Lets queued jobs run until `deadline` (or, for a member that has not
+  /// finished a single job yet, until the running one has run for `stuck`:
+  /// it does not answer), then drops the rest, interrupts the running one
+  /// and joins the thread.
   void finish_by(Deadline deadline, Millis stuck) {
     if (!m_thread.joinable()) return;
     {
       std::unique_lock lock(m_mutex);
       while (!(m_jobs.empty() && m_current == 0) && Clock::now() < deadline &&
-             !(m_current != 0 && Clock::now() - m_since > stuck))
+             !(m_finished == 0 && m_current != 0 && Clock::now() - m_since > stuck))
         m_idle.wait_for(lock, Millis(2));
       m_jobs.clear();
       if (m_current != 0) signal_eventfd(m_cancel);
@@ -142,6 +143,7 @@ class Member {
       job.work(*m_backend);
       lock.lock();
       m_current = 0;
+      ++m_finished;
       // A cancel aimed at the job that just ended must not hit the next.
       drain_eventfd(m_cancel);
       m_idle.notify_all();
@@ -155,7 +157,8 @@ class Member {
   std::condition_variable m_wake, m_idle;
   std::deque<Job> m_jobs;
   std::uint64_t m_current = 0, m_last_id = 0;
-  Deadline m_since{};  // when the running job started
+  Deadline m_since{};            // when the running job started
+  std::uint64_t m_finished = 0;  // jobs finished (answered or failed)
   bool m_stopping = false;
   std::thread m_thread;
 };
@@ -212,12 +215,13 @@ class QuorumBackend final : public Backend {
 
   ~QuorumBackend() override {
     // Give-backs and queue exits still on their way to a member that
-    // answers are worth finishing (a millisecond each); a frozen member's
-    // are not worth waiting for: its leases expire by themselves.
-    // A member whose job has run for 20 ms is taken as stuck (one that
-    // answers takes a millisecond), so a frozen member does not cost the
-    // whole grace at every exit.
-    constexpr Millis k_grace{100};
+    // answers are worth finishing (a millisecond each, more on a loaded
+    // machine); a frozen member's are not worth waiting for: its leases
+    // expire by themselves. A member that has not finished one job in this
+    // process and whose job has run for 20 ms is taken as not answering (one
+    // that answers takes a millisecond), so a frozen member does not cost
+    // the whole grace at every exit.
+    constexpr Millis k_grace{250};
     constexpr Millis k_stuck{20};
     for (auto& m : m_members) m->stop_accepting();
     const Deadline until = Clock::now() + k_grace;

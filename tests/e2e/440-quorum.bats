@@ -182,3 +182,17 @@ print(v["members"][4]["error"])' "$output"
   # The holder still holds on 1 and 2 and can release.
   rl 0 release q9 --token "$token"
 }
+
+@test "quorum: status lists a lock one member holds alone, and release --force clears every member" {
+  RLOCK_URL="redis://127.0.0.1:$(q_port 2)/0" rl 0 acquire lone -t 10s
+  rl 0 acquire both -t 10s
+  rl 0 status
+  assert_output --partial lone
+  assert_output --partial both
+  rl 1 status lone
+  assert_output --regexp "disagrees +redis://127\.0\.0\.1:$(q_port 2)/0"
+  rl 0 release lone --force
+  rl 0 release both --force
+  assert_equal "$(q_holding lone)" 0
+  assert_equal "$(q_holding both)" 0
+}
