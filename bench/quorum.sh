@@ -9,6 +9,10 @@
 #                     requests must not wait for it
 #
 # Prints hyperfine's mean for each and its ratio to the single server.
+# Then contended throughput: 8 processes each looping `rlock run -w 1m
+# bench-tp -- true` for 5 s, on one server and on the five members:
+# sections a second (each one a handoff through the FIFO wait), and the
+# ratio.
 # Starts five private redis-servers on free loopback ports (and waits until
 # they have been up for the TTL used, 1 s: a younger quorum member does not
 # count, see the man page's QUORUM), stops them at exit.
@@ -75,3 +79,26 @@ print("acquire + release (two rlock processes):")
 for k, v in r.items():
     print(f"  {k:24} {v['mean'] * 1000:8.2f} ms  ± {v['stddev'] * 1000:5.2f}   {v['mean'] / base:5.2f}x one server")
 PY
+
+# throughput URL: sections a second of 8 looping `rlock run` processes, 5 s.
+throughput() {
+  local url="$1" k out="$dir/tp.$RANDOM"
+  mkdir "$out"
+  for k in 1 2 3 4 5 6 7 8; do
+    (
+      n=0
+      end=$((SECONDS + 5))
+      while ((SECONDS < end)); do
+        RLOCK_URL="$url" "$RLOCK" run -w 1m -t 2s bench-tp -- true && n=$((n + 1))
+      done
+      echo "$n" >"$out/$k"
+    ) &
+  done
+  wait
+  echo "$(($(cat "$out"/* | paste -sd+ | bc) / 5))"
+}
+tp1="$(throughput "$one")"
+tp5="$(throughput "$five")"
+echo "contended throughput (8 processes looping rlock run, 5 s):"
+echo "  1 server                 $tp1 sections/s"
+echo "  5 members                $tp5 sections/s   $(python3 -c "print(f'{$tp5 / max($tp1, 1):.2f}')")x one server"
