@@ -218,11 +218,14 @@ class QuorumBackend final : public Backend {
     // answers are worth finishing (a millisecond each, more on a loaded
     // machine); a frozen member's are not worth waiting for: its leases
     // expire by themselves. A member that has not finished one job in this
-    // process and whose job has run for 20 ms is taken as not answering (one
-    // that answers takes a millisecond), so a frozen member does not cost
-    // the whole grace at every exit.
+    // process and whose job has run for 100 ms is taken as not answering
+    // (one that answers takes milliseconds, its first job included:
+    // connecting and loading the script; a verdict reached early, when
+    // three of five members refused the connection at once, leaves the
+    // others' first jobs running, and their give-backs behind them), so a
+    // frozen member does not cost the whole grace at every exit.
     constexpr Millis k_grace{250};
-    constexpr Millis k_stuck{20};
+    constexpr Millis k_stuck{100};
     for (auto& m : m_members) m->stop_accepting();
     const Deadline until = Clock::now() + k_grace;
     for (auto& m : m_members) m->finish_by(until, k_stuck);
