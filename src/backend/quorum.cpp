@@ -253,6 +253,7 @@ class QuorumBackend final : public Backend {
     for (const auto& m : m_members) members.push_back(m->model().clone());
     auto copy = std::make_unique<QuorumBackend>(std::move(members));
     copy->m_interrupt_fd = m_interrupt_fd;
+    copy->m_held = m_held;
     return copy;
   }
 
@@ -287,6 +288,10 @@ class QuorumBackend final : public Backend {
   /// Set when the last acquire gave back grants it got on a minority: the
   /// next wait is a short random pause instead (see wait_for_wake).
   bool m_back_off = false;
+  /// The acquire (as a non-queuing try) of each token this backend got a
+  /// grant for: a renewal takes the lock again with it on a member that
+  /// lost it. Copied by clone(), which `run` calls after acquiring.
+  std::map<std::string, lock::Call> m_held;
   std::mt19937 m_random{std::random_device{}()};
 };
 
@@ -410,6 +415,9 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
       for (std::size_t k : everyone)
         if (std::find(kept.begin(), kept.end(), k) == kept.end()) others.push_back(k);
       give_back(name, token, others);
+      lock::Call retake = call;
+      retake.args[6] = "0";
+      m_held[token] = std::move(retake);
       redis::Reply granted;
       granted.type = redis::Reply::Type::array;
       granted.elements = {integer_reply(1), integer_reply(count.fence)};
@@ -447,8 +455,27 @@ Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& 
   if (!replies) return std::unexpected(replies.error());
   const auto count = lock::count_renew(*replies);
   const auto spent = std::chrono::ceil<Millis>(Clock::now() - started);
-  if (count.verdict == lock::Verdict::yes && lock::validity(count.ttl, spent) > Millis(0))
+  if (count.verdict == lock::Verdict::yes && lock::validity(count.ttl, spent) > Millis(0)) {
+    // A member that says the token holds nothing there while a majority
+    // confirms it lost the lock's keys (restarted, flushed, failed over
+    // without them): take it again there, so that the lock keeps more than
+    // a bare majority. Safe: nobody else can hold a majority meanwhile, and
+    // a member restarted too recently refuses (its uptime is checked).
+    // Not waited for: the next renewal counts it.
+    if (auto held = m_held.find(call.args.at(1)); held != m_held.end()) {
+      std::vector<std::size_t> lost;
+      for (std::size_t k = 0; k < replies->size(); ++k) {
+        const auto& m = (*replies)[k];
+        if (m.state == MemberReply::State::replied && m.reply.type == redis::Reply::Type::integer &&
+            m.reply.integer <= 0)
+          lost.push_back(k);
+      }
+      if (!lost.empty())
+        (void)send(name, lock::with_min_uptime(held->second, lock::requested_ttl(held->second)),
+                   Clock::now() + command_timeout(), lost);
+    }
     return Outcome{integer_reply(count.ttl.count()), std::nullopt};
+  }
   // So many members say the token holds nothing that no majority can
   // confirm it again: the lock is lost. Otherwise it is only not confirmed
   // (members out of reach), and the heartbeat tries again.

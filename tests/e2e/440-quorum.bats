@@ -196,3 +196,23 @@ print(v["members"][4]["error"])' "$output"
   assert_equal "$(q_holding lone)" 0
   assert_equal "$(q_holding both)" 0
 }
+
+@test "quorum: a run takes its lock again on a member that lost it" {
+  bg_rlock holder run q11 -t 1s -- sleep 4
+  local i
+  for ((i = 0; i < 100; i++)); do
+    (($(q_holding q11) == 5)) && break
+    sleep 0.05
+  done
+  assert_equal "$(q_holding q11)" 5
+  # Member 1 forgets everything (as after a restart, but old enough to count).
+  qcli 1 FLUSHALL >/dev/null
+  # Renewals come every TTL/3: within a second member 1 holds it again.
+  local until=$(($(now_ms) + 1500))
+  while (($(now_ms) < until)); do
+    (($(q_holding q11) == 5)) && break
+    sleep 0.05
+  done
+  assert_equal "$(q_holding q11)" 5
+  bg_wait holder 0 10
+}
