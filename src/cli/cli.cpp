@@ -30,7 +30,7 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   app.add_option("-u,--url", g.layer.urls,
                  "Redis URL: redis://[user@]host[:port][/db], rediss://..., "
                  "unix:///path.sock[?db=N], redis-sentinel://[user@]s1[:port],s2.../db#MASTER "
-                 "(env RLOCK_URL, REDIS_URL)")
+                 "; repeated: a quorum of independent deployments (env RLOCK_URL, REDIS_URL)")
       ->allow_extra_args(false)
       ->group(group);
   app.add_option("--prefix", g.layer.prefix, "Key namespace (default rlock:; env RLOCK_PREFIX)")

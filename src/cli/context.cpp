@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "backend/quorum.h"
 #include "backend/target.h"
 #include "lock/keys.h"
 #include "output/render.h"
@@ -28,10 +29,10 @@ int report(const Error& error) {
 
 namespace {
 
-/// The backend target of the (one) deployment the settings name.
-backend::Target target_of(const config::Settings& settings) {
+/// The backend target of one deployment the settings name.
+backend::Target target_of(const config::Settings& settings, const redis::ConnectOptions& server) {
   backend::Target target;
-  target.server = settings.servers.front();
+  target.server = server;
   target.prefix = settings.prefix;
   target.replicas = settings.replicas;
   const redis::Url& url = target.server.url;
@@ -84,7 +85,13 @@ Result<lock::LockClient> Context::client() {
   if (!settings) return std::unexpected(settings.error());
   for (const auto& w : settings->warnings) warn("warning: " + w);
   m_show_command = settings->show_command;
-  return lock::LockClient(backend::make_backend(target_of(*settings)));
+  if (settings->servers.size() == 1)
+    return lock::LockClient(backend::make_backend(target_of(*settings, settings->servers.front())));
+  // Several deployments: a quorum (Redlock) of one backend each.
+  std::vector<std::unique_ptr<backend::Backend>> members;
+  for (const auto& server : settings->servers)
+    members.push_back(backend::make_backend(target_of(*settings, server)));
+  return lock::LockClient(backend::make_quorum_backend(std::move(members)));
 }
 
 void Context::verbose(const std::string& line) const {

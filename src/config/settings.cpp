@@ -382,11 +382,6 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
       return fail(Error::Code::usage, "--cert and --key must be given together");
     settings.servers.push_back(std::move(options));
   }
-  if (settings.servers.size() > 1)
-    return fail(urls_from_file ? Error::Code::config : Error::Code::usage,
-                url_source +
-                    ": several URLs (quorum mode over independent masters) are not supported yet; "
-                    "give one URL");
   return settings;
 }
 

@@ -259,8 +259,13 @@ Result<std::vector<LockView>> LockClient::list() {
       views.push_back(std::move(broken));
       continue;
     }
-    // A lock that expired between SCAN and the status read is not listed.
-    if (!view->holders.empty() || !view->waiters.empty()) views.push_back(std::move(*view));
+    // A lock that expired between SCAN and the status read is not listed;
+    // in a quorum, one that some member still shows held is (a minority
+    // hold, given back or not yet expired), so the listing is the union.
+    const bool disputed = std::any_of(view->members.begin(), view->members.end(),
+                                      [](const MemberView& m) { return m.state == "disagrees"; });
+    if (!view->holders.empty() || !view->waiters.empty() || disputed)
+      views.push_back(std::move(*view));
   }
   return views;
 }

@@ -58,6 +58,17 @@ struct AuditView {
   std::vector<HolderView> evicted;
 };
 
+/// One quorum member's view of a lock (status NAME in quorum mode).
+struct MemberView {
+  std::string member;  // the member's URL, without a password
+  /// ok: it agrees with the majority; disagrees: its holders differ;
+  /// unreachable: it did not answer (problem says why).
+  std::string state;
+  std::vector<std::string> holders;  // short ids
+  std::int64_t last_fence = 0;
+  std::string problem;
+};
+
 struct LockView {
   std::string name;
   int limit = 1;
@@ -69,6 +80,8 @@ struct LockView {
   /// its name, a malformed reply): the server's message. Only list() returns
   /// such views, so that one broken lock does not hide the others.
   std::string problem;
+  /// Quorum mode: every member's view, in the order of the URLs.
+  std::vector<MemberView> members;
 };
 
 /// The answer to one try: held, or busy with our place in the queue.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "lock/record.h"
 #include "redis/server_error.h"
@@ -31,13 +32,15 @@ Millis replication_timeout(Millis ttl) {
   return std::clamp(ttl / 10, Millis(1), Millis(1000));
 }
 
-Call acquire_call(const Request& request, const std::string& token, bool enqueue) {
-  return Call{
+Call acquire_call(const Request& request, const std::string& token, bool enqueue,
+                  Millis min_uptime) {
+  Call call{
       {"acquire", token, request.shared ? "shared" : "exclusive", std::to_string(request.limit),
        std::to_string(request.ttl.count()), identity_blob(request.who), enqueue ? "1" : "0",
        std::to_string(k_waiter_lease.count())},
       replication_timeout(request.ttl),
       granted};
+  return min_uptime.count() > 0 ? with_min_uptime(std::move(call), min_uptime) : call;
 }
 
 Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply) {
@@ -144,7 +147,301 @@ Result<LockView> decode_status(const std::string& name, const redis::Reply& repl
                                       record.mode, record.who, elapsed(now, record.since_ms)});
   }
   view.forced = parse_audit(e[5].str, now, view.limit);
+  // A quorum's combined reply (combine_status) adds every member's view.
+  if (e.size() >= 7 && e[6].type == redis::Reply::Type::array) {
+    for (const auto& m : e[6].elements) {
+      if (m.type != redis::Reply::Type::array || m.elements.size() < 5)
+        return std::unexpected(unexpected_reply("status "));
+      MemberView member{m.elements[0].str, m.elements[1].str, {}, 0, m.elements[4].str};
+      for (const auto& id : m.elements[2].elements) member.holders.push_back(id.str);
+      member.last_fence = std::max<std::int64_t>(0, integer_of(m.elements[3]).value_or(0));
+      view.members.push_back(std::move(member));
+    }
+  }
   return view;
+}
+
+// --- quorum -------------------------------------------------------------------
+
+namespace {
+
+redis::Reply integer_reply(std::int64_t value) {
+  redis::Reply r;
+  r.type = redis::Reply::Type::integer;
+  r.integer = value;
+  return r;
+}
+
+redis::Reply string_reply(std::string text) {
+  redis::Reply r;
+  r.type = redis::Reply::Type::string;
+  r.str = std::move(text);
+  return r;
+}
+
+redis::Reply array_reply(std::vector<redis::Reply> elements = {}) {
+  redis::Reply r;
+  r.type = redis::Reply::Type::array;
+  r.elements = std::move(elements);
+  return r;
+}
+
+/// An acquire reply's state: 1 granted, 0 busy or queued, -1 limit
+/// mismatch, -2 member too young; nullopt: not an acquire reply.
+std::optional<std::int64_t> acquire_state(const redis::Reply& reply) {
+  if (reply.type != redis::Reply::Type::array || reply.elements.size() < 2) return std::nullopt;
+  auto state = integer_of(reply.elements[0]);
+  if (!state || !integer_of(reply.elements[1])) return std::nullopt;
+  return *state;
+}
+
+}  // namespace
+
+Operation operation_of(const Call& call) {
+  if (call.args.empty()) return Operation::other;
+  const std::string& op = call.args[0];
+  if (op == "acquire") return Operation::acquire;
+  if (op == "renew") return Operation::renew;
+  if (op == "release") return Operation::release;
+  if (op == "force") return Operation::force;
+  if (op == "status") return Operation::status;
+  if (op == "raise") return Operation::raise;
+  return Operation::other;
+}
+
+Millis requested_ttl(const Call& call) {
+  if (operation_of(call) != Operation::acquire || call.args.size() < 5) return Millis(0);
+  return Millis(std::strtoll(call.args[4].c_str(), nullptr, 10));
+}
+
+Call with_min_uptime(Call call, Millis min_uptime) {
+  // ARGV: op token mode limit ttl blob enqueue lease [min_uptime]
+  call.args.resize(8);
+  call.args.push_back(std::to_string(min_uptime.count()));
+  return call;
+}
+
+Call raise_call(std::int64_t fence, const std::string& token) {
+  return Call{{"raise", std::to_string(fence), token}, std::nullopt};
+}
+
+std::size_t majority(std::size_t members) {
+  return members / 2 + 1;
+}
+
+Millis clock_drift(Millis ttl) {
+  return ttl / 100 + Millis(2);
+}
+
+Millis validity(Millis ttl, Millis spent) {
+  return ttl - spent - clock_drift(ttl);
+}
+
+AcquireCount count_acquire(const std::vector<MemberReply>& members) {
+  AcquireCount count;
+  std::optional<std::int64_t> best_position;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const MemberReply& m = members[k];
+    if (m.state == MemberReply::State::pending) {
+      ++count.pending;
+      continue;
+    }
+    const auto state = m.state == MemberReply::State::replied ? acquire_state(m.reply)
+                                                              : std::optional<std::int64_t>();
+    if (!state) {
+      ++count.failed;
+      continue;
+    }
+    if (*state == 1) {
+      ++count.granted;
+      count.grants.push_back(k);
+      count.fence = std::max(count.fence, integer_of(m.reply.elements[1]).value_or(0));
+      continue;
+    }
+    ++count.refused;
+    if (*state == -1) {
+      count.refusal = m.reply;
+      best_position = -1;
+      continue;
+    }
+    if (*state != 0) continue;  // -2: restarted too recently to count
+    const std::int64_t position = integer_of(m.reply.elements[1]).value_or(0);
+    if (position > 0) count.queued.push_back(k);
+    if (best_position == -1) continue;
+    // The nearest place in any queue (0, not queued, only when queued
+    // nowhere) is what a waiter is shown.
+    if (!best_position || (position > 0 && (*best_position == 0 || position < *best_position))) {
+      best_position = position;
+      count.refusal = m.reply;
+    }
+  }
+  const std::size_t need = majority(members.size());
+  if (count.granted >= need)
+    count.verdict = Verdict::yes;
+  else if (count.granted + count.pending < need)
+    count.verdict = Verdict::no;
+  if (count.refusal.type != redis::Reply::Type::array)
+    count.refusal = array_reply({integer_reply(0), integer_reply(0)});
+  return count;
+}
+
+RenewCount count_renew(const std::vector<MemberReply>& members) {
+  RenewCount count;
+  for (const MemberReply& m : members) {
+    if (m.state == MemberReply::State::pending) {
+      ++count.pending;
+      continue;
+    }
+    auto ttl = m.state == MemberReply::State::replied
+                   ? integer_of(m.reply)
+                   : Result<std::int64_t>(std::unexpected(Error{}));
+    if (!ttl) {
+      ++count.failed;
+    } else if (*ttl <= 0) {
+      ++count.not_owner;
+    } else {
+      ++count.renewed;
+      count.ttl = count.ttl.count() == 0 ? Millis(*ttl) : std::min(count.ttl, Millis(*ttl));
+    }
+  }
+  const std::size_t need = majority(members.size());
+  if (count.renewed >= need)
+    count.verdict = Verdict::yes;
+  else if (count.renewed + count.pending < need)
+    count.verdict = Verdict::no;
+  count.lost = members.size() - count.not_owner < need;
+  return count;
+}
+
+ReleaseCount count_release(const std::vector<MemberReply>& members) {
+  ReleaseCount count;
+  for (const MemberReply& m : members) {
+    if (m.state == MemberReply::State::pending) {
+      ++count.pending;
+      continue;
+    }
+    auto released = m.state == MemberReply::State::replied
+                        ? integer_of(m.reply)
+                        : Result<std::int64_t>(std::unexpected(Error{}));
+    if (!released)
+      ++count.failed;
+    else if (*released == 1)
+      ++count.released;
+    else
+      ++count.not_owner;
+  }
+  const std::size_t answered = members.size() - count.pending;
+  count.decided = count.pending == 0 ||
+                  (answered >= majority(members.size()) && count.released > 0) ||
+                  count.not_owner >= majority(members.size());
+  return count;
+}
+
+redis::Reply combine_force(const std::vector<MemberReply>& members) {
+  redis::Reply combined = array_reply();
+  std::vector<std::string> seen;
+  for (const MemberReply& m : members) {
+    if (m.state != MemberReply::State::replied || m.reply.type != redis::Reply::Type::array ||
+        m.reply.elements.empty())
+      continue;
+    const auto& e = m.reply.elements;
+    if (combined.elements.empty()) combined.elements.push_back(e[0]);
+    for (std::size_t k = 1; k + 1 < e.size(); k += 2) {
+      if (std::find(seen.begin(), seen.end(), e[k].str) != seen.end()) continue;
+      seen.push_back(e[k].str);
+      combined.elements.push_back(e[k]);
+      combined.elements.push_back(e[k + 1]);
+    }
+  }
+  if (combined.elements.empty()) combined.elements.push_back(integer_reply(0));
+  return combined;
+}
+
+redis::Reply empty_status() {
+  return array_reply({integer_reply(0), integer_reply(1), integer_reply(0), array_reply(),
+                      array_reply(), string_reply("")});
+}
+
+redis::Reply combine_status(const std::vector<std::string>& names,
+                            const std::vector<MemberReply>& members) {
+  const auto usable = [](const MemberReply& m) {
+    const auto& e = m.reply.elements;
+    return m.state == MemberReply::State::replied && m.reply.type == redis::Reply::Type::array &&
+           e.size() >= 6 && e[3].type == redis::Reply::Type::array &&
+           e[4].type == redis::Reply::Type::array;
+  };
+  // Holder ids of each member, and how many members name each holder.
+  std::vector<std::vector<std::string>> holders(members.size());
+  std::vector<std::pair<std::string, std::size_t>> votes;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (!usable(members[k])) continue;
+    const auto& h = members[k].reply.elements[3].elements;
+    for (std::size_t j = 0; j + 2 < h.size(); j += 3) {
+      holders[k].push_back(h[j].str);
+      auto it = std::find_if(votes.begin(), votes.end(),
+                             [&](const auto& v) { return v.first == h[j].str; });
+      if (it == votes.end())
+        votes.emplace_back(h[j].str, 1);
+      else
+        ++it->second;
+    }
+    std::sort(holders[k].begin(), holders[k].end());
+  }
+  const std::size_t need = majority(members.size());
+  std::vector<std::string> agreed;
+  for (const auto& [id, n] : votes)
+    if (n >= need) agreed.push_back(id);
+  std::sort(agreed.begin(), agreed.end());
+
+  redis::Reply combined = empty_status();
+  auto& c = combined.elements;
+  bool first = true;
+  std::vector<std::string> listed_holders, listed_waiters;
+  redis::Reply views = array_reply();
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const MemberReply& m = members[k];
+    const std::string name = k < names.size() ? names[k] : std::to_string(k + 1);
+    if (!usable(m)) {
+      std::string problem = m.state == MemberReply::State::failed ? m.problem
+                            : m.reply.is_error()                  ? m.reply.str
+                            : m.state == MemberReply::State::pending
+                                ? std::string("no answer in time")
+                                : std::string("unexpected reply from the lock script");
+      views.elements.push_back(
+          array_reply({string_reply(name), string_reply("unreachable"), array_reply(),
+                       integer_reply(0), string_reply(std::move(problem))}));
+      continue;
+    }
+    const auto& e = m.reply.elements;
+    if (first) {
+      c[0] = e[0], c[1] = e[1], c[5] = e[5];
+      first = false;
+    }
+    const std::int64_t fence = integer_of(e[2]).value_or(0);
+    c[2].integer = std::max(c[2].integer, fence);
+    for (std::size_t j = 0; j + 2 < e[3].elements.size(); j += 3) {
+      const std::string& id = e[3].elements[j].str;
+      if (!std::binary_search(agreed.begin(), agreed.end(), id) ||
+          std::find(listed_holders.begin(), listed_holders.end(), id) != listed_holders.end())
+        continue;
+      listed_holders.push_back(id);
+      for (std::size_t f = 0; f < 3; ++f) c[3].elements.push_back(e[3].elements[j + f]);
+    }
+    for (std::size_t j = 0; j + 2 < e[4].elements.size(); j += 3) {
+      const std::string& id = e[4].elements[j].str;
+      if (std::find(listed_waiters.begin(), listed_waiters.end(), id) != listed_waiters.end())
+        continue;
+      listed_waiters.push_back(id);
+      for (std::size_t f = 0; f < 3; ++f) c[4].elements.push_back(e[4].elements[j + f]);
+    }
+    redis::Reply ids = array_reply();
+    for (const auto& id : holders[k]) ids.elements.push_back(string_reply(id));
+    views.elements.push_back(
+        array_reply({string_reply(name), string_reply(holders[k] == agreed ? "ok" : "disagrees"),
+                     std::move(ids), integer_reply(fence), string_reply("")}));
+  }
+  c.push_back(std::move(views));
+  return combined;
 }
 
 }  // namespace rlock::lock

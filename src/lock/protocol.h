@@ -4,7 +4,9 @@
 /// encoded call on whatever server is responsible for the lock; everything
 /// here is table-tested without a server (tests/unit/lock/protocol_test).
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,10 @@ struct Call {
 /// waiting for replicas never eats more than a small part of the lease.
 Millis replication_timeout(Millis ttl);
 
-Call acquire_call(const Request& request, const std::string& token, bool enqueue);
+/// `min_uptime`: a quorum member that has been up for less refuses to
+/// count (see the "delayed restart" rule in combine_acquire); 0: no check.
+Call acquire_call(const Request& request, const std::string& token, bool enqueue,
+                  Millis min_uptime = Millis(0));
 Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply);
 
 Call renew_call(const std::string& token, Millis ttl);
@@ -46,5 +51,93 @@ Result<std::vector<HolderView>> decode_force(const redis::Reply& reply);
 
 Call status_call();
 Result<LockView> decode_status(const std::string& name, const redis::Reply& reply);
+
+// --- A quorum of independent deployments (Redlock) ---------------------------
+// The backend (backend/quorum.cpp) sends one call to every member at once
+// and asks these functions, as replies come in, whether the outcome is
+// decided and what it is. Nothing here does I/O.
+
+/// Which operation of the lock script a call runs.
+enum class Operation { acquire, renew, release, force, status, raise, other };
+Operation operation_of(const Call& call);
+/// The TTL an acquire asks for (0 for any other call).
+Millis requested_ttl(const Call& call);
+/// The same acquire with the delayed-restart check (`min_uptime`) added.
+Call with_min_uptime(Call call, Millis min_uptime);
+
+/// The second step of a quorum grant: the fence counter of a member raised
+/// to at least `fence`, and the record of `token`'s hold there given that
+/// fence. The reply is the counter afterwards.
+Call raise_call(std::int64_t fence, const std::string& token);
+
+/// ⌊members/2⌋+1.
+std::size_t majority(std::size_t members);
+/// The clock drift allowed for between the members over one lease: TTL/100
+/// + 2 ms, as in the published Redlock description.
+Millis clock_drift(Millis ttl);
+/// What is left of a lease of `ttl` after `spent` acquiring it, less the
+/// drift; not positive: the grant is worthless.
+Millis validity(Millis ttl, Millis spent);
+
+/// One member's answer to a quorum call so far.
+struct MemberReply {
+  enum class State { pending, failed, replied };
+  State state = State::pending;
+  redis::Reply reply;   // replied: the script's reply
+  std::string problem;  // failed: why (the member's error message)
+};
+
+/// Whether the members' answers decide the outcome yet.
+enum class Verdict { pending, yes, no };
+
+/// The count of an acquire: granted when a majority granted. A member that
+/// has not been up for the TTL (reply {-2, uptime}) counts as refusing.
+struct AcquireCount {
+  std::size_t granted = 0, refused = 0, failed = 0, pending = 0;
+  std::int64_t fence = 0;           // the highest fence a granting member returned
+  std::vector<std::size_t> grants;  // the members that granted
+  std::vector<std::size_t> queued;  // the members where the token is queued
+  Verdict verdict = Verdict::pending;
+  /// The reply to give the caller when not granted: a member's -1 (limit
+  /// mismatch) if any, else the busy reply with the smallest queue position.
+  redis::Reply refusal;
+};
+AcquireCount count_acquire(const std::vector<MemberReply>& members);
+
+/// The count of a renewal: confirmed (yes) when a majority extended the
+/// lease, no when that can no longer happen. `lost` when so many members
+/// said the token holds nothing that no majority can be confirmed again:
+/// the lock is gone, not merely out of reach.
+struct RenewCount {
+  std::size_t renewed = 0, not_owner = 0, failed = 0, pending = 0;
+  Millis ttl{0};  // the shortest lease a renewing member confirmed
+  Verdict verdict = Verdict::pending;
+  bool lost = false;
+};
+RenewCount count_renew(const std::vector<MemberReply>& members);
+
+/// A release (or forced release) goes to every member; it is decided when
+/// all have answered, when a majority has and one of them released, or
+/// when a majority says the token holds nothing.
+/// `released`: some member released (reply 1).
+struct ReleaseCount {
+  std::size_t released = 0, not_owner = 0, failed = 0, pending = 0;
+  bool decided = false;
+};
+ReleaseCount count_release(const std::vector<MemberReply>& members);
+
+/// Evicted holders of every member, each once (the reply of one `force`).
+redis::Reply combine_force(const std::vector<MemberReply>& members);
+
+/// One status reply for the lock from the members' status replies (absent
+/// from a member that has no keys for it: an empty status): holders held by
+/// a majority, waiters in the order the first member that knows them lists
+/// them, the highest fence, and a 7th element with every member's view
+/// (named by `names`): {name, state, {holder ids}, fence, problem} with
+/// state ok, disagrees (its holders differ) or unreachable.
+redis::Reply combine_status(const std::vector<std::string>& names,
+                            const std::vector<MemberReply>& members);
+/// A status reply for a lock a member has no keys for.
+redis::Reply empty_status();
 
 }  // namespace rlock::lock

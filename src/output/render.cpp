@@ -89,6 +89,21 @@ Json view_json(const lock::LockView& v) {
   o.emplace_back("waiters", Json(waiters));
   o.emplace_back("forced", v.forced.empty() ? Json() : audit_json(v.forced.front()));
   o.emplace_back("forced_history", Json(history));
+  // Quorum mode only: every member's view.
+  if (!v.members.empty()) {
+    Json::Array members;
+    for (const auto& m : v.members) {
+      Json::Array ids;
+      for (const auto& id : m.holders) ids.push_back(Json(id));
+      Json::Object member{{"member", m.member},
+                          {"state", m.state},
+                          {"holders", Json(ids)},
+                          {"fence", static_cast<long long>(m.last_fence)}};
+      if (!m.problem.empty()) member.emplace_back("error", m.problem);
+      members.push_back(Json(member));
+    }
+    o.emplace_back("members", Json(members));
+  }
   return Json(o);
 }
 
@@ -191,6 +206,17 @@ Result<void> print_status(const lock::LockView& v, bool json) {
                          w.position, printable(w.id), clip(printable(w.mode), 9),
                          clip(printable(w.who.owner), 20), clip(printable(w.who.host), 14),
                          w.who.pid, format_duration(w.waiting), printable(w.who.command));
+  }
+  if (!v.members.empty()) {
+    out += fmt::format("  members ({}, a majority is {}):\n", v.members.size(),
+                       v.members.size() / 2 + 1);
+    for (const auto& m : v.members) {
+      std::string ids;
+      for (const auto& id : m.holders) ids += (ids.empty() ? "" : ",") + printable(id);
+      out += fmt::format("  {:<11}  {}  holders {}  last fence {}{}\n", printable(m.state),
+                         printable(m.member), ids.empty() ? "-" : ids, m.last_fence,
+                         m.problem.empty() ? "" : ": " + printable(m.problem));
+    }
   }
   // Newest first. Who forced is what that client said about itself.
   for (const auto& a : v.forced) {

@@ -105,8 +105,8 @@ $bad")"
   assert_stderr --partial 'Cluster'
 }
 
-@test "quorum: several deployments in RLOCK_URL are still refused" {
+@test "quorum: several deployments in RLOCK_URL are a quorum, not a usage error" {
   RLOCK_URL='redis://127.0.0.1:1/0,redis-sentinel://127.0.0.1:2,127.0.0.1:3#m' \
-    rl_usage_error status x
-  assert_stderr --partial 'quorum'
+    rl 69 status x
+  assert_stderr --partial 'quorum members'
 }

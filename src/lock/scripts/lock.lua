@@ -238,16 +238,27 @@ local function first_holder()
   return { '', 0 }
 end
 
--- acquire TOKEN MODE LIMIT TTL_MS BLOB ENQUEUE LEASE_MS
+-- acquire TOKEN MODE LIMIT TTL_MS BLOB ENQUEUE LEASE_MS [MIN_UPTIME_MS]
 -- Returns {1, fence} when held (also when this token already held it: a
 -- retried acquire is idempotent), {0, position, holder_record, holder_ttl,
 -- now} when busy or queued (position 0 = not queued; now, the server's time,
 -- dates the record's since_ms), {-1, stored_limit} when the lock is used with
--- another --limit.
+-- another --limit, {-2, uptime_ms} when this server has been up for less than
+-- MIN_UPTIME_MS (a quorum member that may have restarted without the locks
+-- it held: it grants nothing and queues nobody until it has been up that
+-- long, and writes nothing).
 local function acquire()
   local token, mode, limit, ttl, blob = redis.sha1hex(ARGV[2]), ARGV[3], tonumber(ARGV[4]),
     tonumber(ARGV[5]), ARGV[6]
   local enqueue, lease = ARGV[7] == '1', tonumber(ARGV[8])
+  local min_uptime = tonumber(ARGV[9] or '0') or 0
+  if min_uptime > 0 then
+    -- Whole seconds, rounded down: a server that says 2 has been up at
+    -- least 2 s, so the check never counts a younger one as old enough.
+    local info = redis.call('INFO', 'server')
+    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0') * 1000
+    if uptime < min_uptime then return { -2, uptime } end
+  end
   -- A counter that is not an integer below 2^53 - 1 (so that counter + 1 is
   -- exact as a double) cannot give a next fence; a failed script keeps the
   -- writes made before the failure (M without an expiry, a waiter taken out
@@ -473,7 +484,37 @@ local function status()
     redis.call('GET', A) or '' }
 end
 
+-- raise FENCE [TOKEN] -> the fence counter afterwards: max(counter, FENCE).
+-- The second step of a quorum grant: every member of the majority that
+-- granted is raised to the fence handed out, so that any later majority,
+-- which shares a member with this one, hands out a higher fence. TOKEN's
+-- record, if it holds the lock here, is given that fence too, so that
+-- status shows the fence its holder really got.
+local function raise()
+  local fence = tonumber(ARGV[2])
+  local token = ARGV[3] and redis.sha1hex(ARGV[3])
+  local counter = redis.call('GET', F)
+  if not fence or fence ~= math.floor(fence) or fence < 0 or fence >= 2 ^ 53 - 1 then
+    return redis.error_reply('ERR rlock: raise needs an integer fence below 2^53 - 1')
+  end
+  if counter and not (string.match(counter, '^%d+$') and #counter <= 16) then
+    return redis.error_reply('ERR rlock: the fence counter ' .. F ..
+      ' does not hold an integer below 2^53 - 1; the lock is left untouched')
+  end
+  if token and holder_set(token) then
+    local record = redis.call('HGET', I, token)
+    local held = record and tonumber(string.match(record, '^(%d+)\n'))
+    if held and held < fence then
+      redis.call('HSET', I, token, string.format('%.0f', fence) .. string.sub(record, #string.match(record, '^%d+') + 1))
+    end
+  end
+  if counter and tonumber(counter) >= fence then return tonumber(counter) end
+  redis.call('SET', F, string.format('%.0f', fence))
+  return fence
+end
+
 if op == 'acquire' then return acquire() end
+if op == 'raise' then return raise() end
 if op == 'renew' then return renew() end
 if op == 'release' then return release() end
 if op == 'force' then return force() end

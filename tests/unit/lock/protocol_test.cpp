@@ -2,31 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include "replies.h"
+
 namespace rlock::lock {
 namespace {
 
 using redis::Reply;
 
-Reply integer(std::int64_t n) {
-  Reply r;
-  r.type = Reply::Type::integer;
-  r.integer = n;
-  return r;
-}
-
-Reply string(std::string s) {
-  Reply r;
-  r.type = Reply::Type::string;
-  r.str = std::move(s);
-  return r;
-}
-
-Reply array(std::vector<Reply> elements) {
-  Reply r;
-  r.type = Reply::Type::array;
-  r.elements = std::move(elements);
-  return r;
-}
+using test::array;
+using test::integer;
+using test::string;
 
 Request request(int limit = 1) {
   Request r;

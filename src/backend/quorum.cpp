@@ -1,0 +1,655 @@
+// A quorum of independent deployments: every call goes to all members at
+// once, and the lock protocol's quorum arithmetic decides as replies come in.
+
+#include "backend/quorum.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "lock/protocol.h"
+#include "redis/server_error.h"
+#include "supervise/fd.h"
+
+namespace rlock::backend {
+
+namespace {
+
+using lock::MemberReply;
+using supervise::Fd;
+
+Fd make_eventfd() {
+  return Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+}
+
+void signal_eventfd(const Fd& fd) {
+  const std::uint64_t one = 1;
+  // A full counter (2^64 - 2 signals unread) is the only way to fail, and
+  // it is readable then anyway.
+  (void)!write(fd.get(), &one, sizeof one);
+}
+
+void drain_eventfd(const Fd& fd) {
+  std::uint64_t count = 0;
+  (void)!read(fd.get(), &count, sizeof count);
+}
+
+/// One member: its backend, used only by its own thread, which runs the
+/// jobs posted to it in order. Order matters: a give-back release posted
+/// after an acquire reaches the member after it, even when the acquire is
+/// stuck on a frozen server. A running job can be cancelled through the
+/// member backend's interrupt fd.
+class Member {
+ public:
+  using Work = std::function<void(Backend&)>;
+
+  explicit Member(std::unique_ptr<Backend> backend)
+      : m_backend(std::move(backend)), m_template(m_backend->clone()), m_cancel(make_eventfd()) {
+    m_backend->set_interrupt_fd(m_cancel.get());
+    // The thread must never take a signal: `run` blocks signals and reads
+    // them from a signalfd in the main thread, and a waiter's handler must
+    // run there too. A thread inherits the creating thread's mask.
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    m_thread = std::thread([this] { loop(); });
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  }
+
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+
+  ~Member() {
+    stop_accepting();
+    finish_by(Clock::now(), Millis(0));
+  }
+
+  /// Queues `work`; returns its id (for cancel).
+  std::uint64_t post(Work work) {
+    std::lock_guard lock(m_mutex);
+    const std::uint64_t id = ++m_last_id;
+    m_jobs.push_back(Job{id, std::move(work)});
+    m_wake.notify_one();
+    return id;
+  }
+
+  /// Drops job `id` if it is still queued, interrupts it if it is running.
+  void cancel(std::uint64_t id) {
+    std::lock_guard lock(m_mutex);
+    if (m_current == id) {
+      signal_eventfd(m_cancel);
+      return;
+    }
+    std::erase_if(m_jobs, [id](const Job& job) { return job.id == id; });
+  }
+
+  /// What clone(), describe() and the like read: a copy made before the
+  /// thread started, never touched by it.
+  const Backend& model() const { return *m_template; }
+
+  void stop_accepting() {
+    std::lock_guard lock(m_mutex);
+    m_stopping = true;
+    m_wake.notify_one();
+  }
+
+  /// Lets queued jobs run until `deadline` (or, for a member that has not
+  /// finished a single job yet, until the running one has run for `stuck`:
+  /// it does not answer), then drops the rest, interrupts the running one
+  /// and joins the thread.
+  void finish_by(Deadline deadline, Millis stuck) {
+    if (!m_thread.joinable()) return;
+    {
+      std::unique_lock lock(m_mutex);
+      while (!(m_jobs.empty() && m_current == 0) && Clock::now() < deadline &&
+             !(m_finished == 0 && m_current != 0 && Clock::now() - m_since > stuck))
+        m_idle.wait_for(lock, Millis(2));
+      m_jobs.clear();
+      if (m_current != 0) signal_eventfd(m_cancel);
+      m_wake.notify_one();
+    }
+    m_thread.join();
+  }
+
+ private:
+  struct Job {
+    std::uint64_t id;
+    Work work;
+  };
+
+  void loop() {
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+      m_wake.wait(lock, [this] { return m_stopping || !m_jobs.empty(); });
+      if (m_jobs.empty()) return;
+      Job job = std::move(m_jobs.front());
+      m_jobs.pop_front();
+      m_current = job.id;
+      m_since = Clock::now();
+      lock.unlock();
+      job.work(*m_backend);
+      lock.lock();
+      m_current = 0;
+      ++m_finished;
+      // A cancel aimed at the job that just ended must not hit the next.
+      drain_eventfd(m_cancel);
+      m_idle.notify_all();
+    }
+  }
+
+  std::unique_ptr<Backend> m_backend;
+  std::unique_ptr<Backend> m_template;
+  Fd m_cancel;
+  std::mutex m_mutex;
+  std::condition_variable m_wake, m_idle;
+  std::deque<Job> m_jobs;
+  std::uint64_t m_current = 0, m_last_id = 0;
+  Deadline m_since{};            // when the running job started
+  std::uint64_t m_finished = 0;  // jobs finished (answered or failed)
+  bool m_stopping = false;
+  std::thread m_thread;
+};
+
+/// Where the answers to one call sent to several members land, shared by
+/// the caller and the members' threads (a member may answer after the
+/// caller has decided and moved on).
+struct Batch {
+  explicit Batch(std::size_t members) : replies(members), lists(members), jobs(members, 0) {}
+  std::mutex mutex;
+  std::vector<MemberReply> replies;
+  std::vector<std::optional<Result<std::vector<NamedReply>>>> lists;
+  std::vector<std::uint64_t> jobs;  // the caller's: job id per member, 0 = not asked
+  Fd ready = make_eventfd();
+
+  void answer(std::size_t member, MemberReply reply) {
+    std::lock_guard lock(mutex);
+    replies[member] = std::move(reply);
+    signal_eventfd(ready);
+  }
+};
+
+MemberReply reply_of(Result<Outcome> outcome) {
+  MemberReply m;
+  if (!outcome) {
+    m.state = MemberReply::State::failed;
+    m.problem = outcome.error().message;
+  } else if (outcome->ack && !outcome->ack->enough()) {
+    // A lease the member's replicas did not acknowledge does not count.
+    m.state = MemberReply::State::failed;
+    m.problem = outcome->ack->problem.empty()
+                    ? fmt::format("{} of {} replicas acknowledged", outcome->ack->acknowledged,
+                                  outcome->ack->wanted)
+                    : outcome->ack->problem;
+  } else {
+    m.state = MemberReply::State::replied;
+    m.reply = std::move(outcome->reply);
+  }
+  return m;
+}
+
+redis::Reply integer_reply(std::int64_t value) {
+  redis::Reply r;
+  r.type = redis::Reply::Type::integer;
+  r.integer = value;
+  return r;
+}
+
+class QuorumBackend final : public Backend {
+ public:
+  explicit QuorumBackend(std::vector<std::unique_ptr<Backend>> members) {
+    for (auto& m : members) m_members.push_back(std::make_unique<Member>(std::move(m)));
+  }
+
+  ~QuorumBackend() override {
+    // Give-backs and queue exits still on their way to a member that
+    // answers are worth finishing (a millisecond each, more on a loaded
+    // machine); a frozen member's are not worth waiting for: its leases
+    // expire by themselves. A member that has not finished one job in this
+    // process and whose job has run for 100 ms is taken as not answering
+    // (one that answers takes milliseconds, its first job included:
+    // connecting and loading the script; a verdict reached early, when
+    // three of five members refused the connection at once, leaves the
+    // others' first jobs running, and their give-backs behind them), so a
+    // frozen member does not cost the whole grace at every exit.
+    constexpr Millis k_grace{250};
+    constexpr Millis k_stuck{100};
+    for (auto& m : m_members) m->stop_accepting();
+    const Deadline until = Clock::now() + k_grace;
+    for (auto& m : m_members) m->finish_by(until, k_stuck);
+  }
+
+  Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
+  Result<void> wait_for_wake(const std::string& name, const std::string& token,
+                             Millis block) override;
+  Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
+
+  void set_interrupt_fd(int fd) override { m_interrupt_fd = fd; }
+  int interrupt_fd() const override { return m_interrupt_fd; }
+  Millis command_timeout() const override { return m_members.front()->model().command_timeout(); }
+
+  std::string describe() const override {
+    std::vector<std::string> names;
+    for (const auto& m : m_members) names.push_back(m->model().describe());
+    return fmt::format("quorum of {} ({})", m_members.size(), fmt::join(names, ", "));
+  }
+
+  std::string acl_user() const override { return m_members.front()->model().acl_user(); }
+
+  std::unique_ptr<Backend> clone() const override {
+    std::vector<std::unique_ptr<Backend>> members;
+    for (const auto& m : m_members) members.push_back(m->model().clone());
+    auto copy = std::make_unique<QuorumBackend>(std::move(members));
+    copy->m_interrupt_fd = m_interrupt_fd;
+    copy->m_held = m_held;
+    return copy;
+  }
+
+ private:
+  using Decided = std::function<bool(const std::vector<MemberReply>&)>;
+
+  /// Sends `call` for `name` to the members in `to` (empty: all); the
+  /// others count as failed ("not asked").
+  std::shared_ptr<Batch> send(const std::string& name, const lock::Call& call, Deadline deadline,
+                              const std::vector<std::size_t>& to = {});
+  /// Waits until `decided` says so, the deadline passes (members that have
+  /// not answered stay pending) or the interrupt fd becomes readable.
+  Result<std::vector<MemberReply>> gather(Batch& batch, Deadline deadline,
+                                          const Decided& decided) const;
+  /// Releases `token` on the given members without waiting for them.
+  void give_back(const std::string& name, const std::string& token,
+                 const std::vector<std::size_t>& to);
+  /// The unreachable error naming what the members said.
+  Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
+  std::vector<std::string> member_names() const {
+    std::vector<std::string> names;
+    for (const auto& m : m_members) names.push_back(m->model().describe());
+    return names;
+  }
+
+  Result<Outcome> acquire(const std::string& name, const lock::Call& call, Deadline deadline);
+  Result<Outcome> renew(const std::string& name, const lock::Call& call, Deadline deadline);
+  Result<Outcome> release(const std::string& name, const lock::Call& call, Deadline deadline);
+
+  std::vector<std::unique_ptr<Member>> m_members;
+  int m_interrupt_fd = -1;
+  /// Set when the last acquire gave back grants it got on a minority: the
+  /// next wait is a short random pause instead (see wait_for_wake).
+  bool m_back_off = false;
+  /// The acquire (as a non-queuing try) of each token this backend got a
+  /// grant for: a renewal takes the lock again with it on a member that
+  /// lost it. Copied by clone(), which `run` calls after acquiring.
+  std::map<std::string, lock::Call> m_held;
+  std::mt19937 m_random{std::random_device{}()};
+};
+
+std::shared_ptr<Batch> QuorumBackend::send(const std::string& name, const lock::Call& call,
+                                           Deadline deadline, const std::vector<std::size_t>& to) {
+  auto batch = std::make_shared<Batch>(m_members.size());
+  for (std::size_t k = 0; k < m_members.size(); ++k) {
+    if (!to.empty() && std::find(to.begin(), to.end(), k) == to.end()) {
+      batch->replies[k].state = MemberReply::State::failed;
+      batch->replies[k].problem = "not asked";
+      continue;
+    }
+    batch->jobs[k] = m_members[k]->post([batch, k, name, call, deadline](Backend& backend) {
+      batch->answer(k, reply_of(backend.run(name, call, deadline)));
+    });
+  }
+  return batch;
+}
+
+Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline deadline,
+                                                       const Decided& decided) const {
+  for (;;) {
+    std::vector<MemberReply> replies;
+    {
+      std::lock_guard lock(batch.mutex);
+      replies = batch.replies;
+    }
+    const bool all = std::none_of(replies.begin(), replies.end(), [](const MemberReply& m) {
+      return m.state == MemberReply::State::pending;
+    });
+    if (all || decided(replies)) return replies;
+    const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
+    if (left <= Millis(0)) return replies;
+    pollfd fds[2] = {{batch.ready.get(), POLLIN, 0}, {m_interrupt_fd, POLLIN, 0}};
+    const int ready = poll(fds, m_interrupt_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
+    if (ready > 0 && m_interrupt_fd >= 0 && (fds[1].revents & POLLIN))
+      return fail(Error::Code::interrupted, "interrupted while waiting for the quorum");
+    drain_eventfd(batch.ready);
+  }
+}
+
+void QuorumBackend::give_back(const std::string& name, const std::string& token,
+                              const std::vector<std::size_t>& to) {
+  if (to.empty()) return;
+  (void)send(name, lock::release_call(token), Clock::now() + command_timeout(), to);
+}
+
+Error QuorumBackend::too_few(const std::string& what,
+                             const std::vector<MemberReply>& replies) const {
+  std::vector<std::string> problems;
+  for (std::size_t k = 0; k < replies.size(); ++k) {
+    if (replies[k].state == MemberReply::State::replied) continue;
+    problems.push_back(fmt::format("{}: {}", m_members[k]->model().describe(),
+                                   replies[k].state == MemberReply::State::pending
+                                       ? "no answer in time"
+                                       : replies[k].problem));
+  }
+  return Error{Error::Code::unreachable,
+               fmt::format("{} of {} quorum members: a majority is {}; {}", what, replies.size(),
+                           lock::majority(replies.size()), fmt::join(problems, "; ")),
+               redis::ServerError::none};
+}
+
+Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call& call,
+                                       Deadline deadline) {
+  const auto started = Clock::now();
+  const Millis ttl = lock::requested_ttl(call);
+  const std::string& token = call.args.at(1);
+  const bool enqueue = call.args.size() > 6 && call.args[6] == "1";
+  std::vector<std::size_t> everyone(m_members.size());
+  for (std::size_t k = 0; k < everyone.size(); ++k) everyone[k] = k;
+  // A member that may have restarted without its data may have forgotten a
+  // holder that still counts it in its majority: it does not count until it
+  // has been up for the TTL (the "delayed restart" of Redlock).
+  auto batch = send(name, lock::with_min_uptime(call, ttl), deadline);
+  auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>& r) {
+    return lock::count_acquire(r).verdict != lock::Verdict::pending;
+  });
+  if (!replies) {
+    give_back(name, token, everyone);
+    return std::unexpected(replies.error());
+  }
+  auto count = lock::count_acquire(*replies);
+  if (count.verdict == lock::Verdict::yes) {
+    // Raise every granting member's counter to the fence handed out, so
+    // that any later majority (which shares a member with this one) hands
+    // out a higher one. Only then is the grant returned.
+    auto raise = send(name, lock::raise_call(count.fence, token), deadline, count.grants);
+    auto raised = gather(*raise, deadline, [](const std::vector<MemberReply>&) { return false; });
+    if (!raised) {
+      give_back(name, token, everyone);
+      return std::unexpected(raised.error());
+    }
+    std::size_t confirmed = 0;
+    for (std::size_t k : count.grants) {
+      const auto& m = (*raised)[k];
+      if (m.state == MemberReply::State::replied && m.reply.type == redis::Reply::Type::integer &&
+          m.reply.integer >= count.fence)
+        ++confirmed;
+    }
+    const auto spent = std::chrono::ceil<Millis>(Clock::now() - started);
+    if (confirmed >= lock::majority(m_members.size()) && lock::validity(ttl, spent) > Millis(0)) {
+      // Grants that came in meanwhile are kept (renewals and the release
+      // reach every member; a member not raised only makes later fences
+      // higher). Leave the queues of the members that did not grant, and
+      // give back a grant that is still on its way, so that nobody waits
+      // behind us there.
+      // A member that is merely slower than the others is given as long
+      // again as the acquire took so far (a frozen one costs at most that):
+      // holding on more than a bare majority is what lets a lock survive
+      // the loss of a member later.
+      const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
+      auto late = gather(*batch, std::min(deadline, Clock::now() + so_far),
+                         [](const std::vector<MemberReply>&) { return false; });
+      if (!late) {
+        give_back(name, token, everyone);
+        return std::unexpected(late.error());
+      }
+      const auto kept = lock::count_acquire(*late).grants;
+      std::vector<std::size_t> others;
+      for (std::size_t k : everyone)
+        if (std::find(kept.begin(), kept.end(), k) == kept.end()) others.push_back(k);
+      give_back(name, token, others);
+      lock::Call retake = call;
+      retake.args[6] = "0";
+      m_held[token] = std::move(retake);
+      redis::Reply granted;
+      granted.type = redis::Reply::Type::array;
+      granted.elements = {integer_reply(1), integer_reply(count.fence)};
+      return Outcome{std::move(granted), std::nullopt};
+    }
+    give_back(name, token, everyone);
+    m_back_off = true;
+    if (confirmed < lock::majority(m_members.size()))
+      return std::unexpected(too_few(
+          fmt::format("lock '{}': the fence was raised on only {}", name, confirmed), *raised));
+    return Outcome{count.refusal, std::nullopt};
+  }
+  // Not a majority: give back what was granted (and what may still be,
+  // from a member that has not answered), keep our places in the queues.
+  std::vector<std::size_t> back;
+  for (std::size_t k : everyone)
+    if (!enqueue || std::find(count.queued.begin(), count.queued.end(), k) == count.queued.end())
+      back.push_back(k);
+  give_back(name, token, back);
+  if (count.granted > 0) m_back_off = true;
+  const std::size_t answered = m_members.size() - count.failed - count.pending;
+  if (answered < lock::majority(m_members.size()))
+    return std::unexpected(
+        too_few(fmt::format("lock '{}': only {} answered", name, answered), *replies));
+  return Outcome{count.refusal, std::nullopt};
+}
+
+Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& call,
+                                     Deadline deadline) {
+  const auto started = Clock::now();
+  auto batch = send(name, call, deadline);
+  auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>& r) {
+    return lock::count_renew(r).verdict != lock::Verdict::pending;
+  });
+  if (!replies) return std::unexpected(replies.error());
+  const auto count = lock::count_renew(*replies);
+  const auto spent = std::chrono::ceil<Millis>(Clock::now() - started);
+  if (count.verdict == lock::Verdict::yes && lock::validity(count.ttl, spent) > Millis(0)) {
+    // A member that says the token holds nothing there while a majority
+    // confirms it lost the lock's keys (restarted, flushed, failed over
+    // without them): take it again there, so that the lock keeps more than
+    // a bare majority. Safe: nobody else can hold a majority meanwhile, and
+    // a member restarted too recently refuses (its uptime is checked).
+    // Not waited for: the next renewal counts it.
+    if (auto held = m_held.find(call.args.at(1)); held != m_held.end()) {
+      std::vector<std::size_t> lost;
+      for (std::size_t k = 0; k < replies->size(); ++k) {
+        const auto& m = (*replies)[k];
+        if (m.state == MemberReply::State::replied && m.reply.type == redis::Reply::Type::integer &&
+            m.reply.integer <= 0)
+          lost.push_back(k);
+      }
+      if (!lost.empty())
+        (void)send(name, lock::with_min_uptime(held->second, lock::requested_ttl(held->second)),
+                   Clock::now() + command_timeout(), lost);
+    }
+    return Outcome{integer_reply(count.ttl.count()), std::nullopt};
+  }
+  // So many members say the token holds nothing that no majority can
+  // confirm it again: the lock is lost. Otherwise it is only not confirmed
+  // (members out of reach), and the heartbeat tries again.
+  if (count.lost) return Outcome{integer_reply(0), std::nullopt};
+  return std::unexpected(too_few(
+      fmt::format("the renewal of lock '{}' was confirmed by {}", name, count.renewed), *replies));
+}
+
+Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call& call,
+                                       Deadline deadline) {
+  const bool force = lock::operation_of(call) == lock::Operation::force;
+  auto batch = send(name, call, deadline);
+  auto replies = gather(*batch, deadline, [force](const std::vector<MemberReply>& r) {
+    return !force && lock::count_release(r).decided;
+  });
+  if (!replies) return std::unexpected(replies.error());
+  if (force) {
+    const bool any = std::any_of(replies->begin(), replies->end(), [](const MemberReply& m) {
+      return m.state == MemberReply::State::replied;
+    });
+    if (!any)
+      return std::unexpected(too_few(fmt::format("lock '{}': none answered", name), *replies));
+    return Outcome{lock::combine_force(*replies), std::nullopt};
+  }
+  const auto count = lock::count_release(*replies);
+  if (count.released > 0) return Outcome{integer_reply(1), std::nullopt};
+  if (count.failed + count.pending == 0 || count.not_owner >= lock::majority(m_members.size()))
+    return Outcome{integer_reply(0), std::nullopt};
+  return std::unexpected(too_few(
+      fmt::format("lock '{}': the release was answered by {}", name, count.not_owner), *replies));
+}
+
+Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& call,
+                                   Deadline deadline) {
+  switch (lock::operation_of(call)) {
+    case lock::Operation::acquire:
+      return acquire(name, call, deadline);
+    case lock::Operation::renew:
+      return renew(name, call, deadline);
+    case lock::Operation::release:
+    case lock::Operation::force:
+      return release(name, call, deadline);
+    case lock::Operation::status: {
+      auto batch = send(name, call, deadline);
+      auto replies =
+          gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
+      if (!replies) return std::unexpected(replies.error());
+      const bool any = std::any_of(replies->begin(), replies->end(), [](const MemberReply& m) {
+        return m.state == MemberReply::State::replied;
+      });
+      if (!any)
+        return std::unexpected(too_few(fmt::format("lock '{}': none answered", name), *replies));
+      return Outcome{lock::combine_status(member_names(), *replies), std::nullopt};
+    }
+    case lock::Operation::raise:
+    case lock::Operation::other:
+      break;
+  }
+  return fail(Error::Code::internal, "the quorum backend cannot run this operation");
+}
+
+Result<void> QuorumBackend::wait_for_wake(const std::string& name, const std::string& token,
+                                          Millis block) {
+  if (m_back_off) {
+    // Our last try got grants on a minority only and gave them back: other
+    // waiters hold the rest. A short random pause, rather than a wake-up
+    // that may never come from the members where we are not queued any
+    // more, lets one of the contenders reach a majority first (as Redlock
+    // retries after a random delay).
+    m_back_off = false;
+    std::uniform_int_distribution<int> pause(10, 150);
+    pollfd fd{m_interrupt_fd, POLLIN, 0};
+    const int waited = poll(&fd, m_interrupt_fd >= 0 ? 1 : 0,
+                            std::min<int>(pause(m_random), static_cast<int>(block.count())));
+    if (waited > 0) return fail(Error::Code::interrupted, "interrupted while waiting");
+    return {};
+  }
+  // Blocks on the wake list of every member at once: the first wake-up (or
+  // the end of the block) ends the wait, and the other waits are cut short.
+  auto batch = std::make_shared<Batch>(m_members.size());
+  for (std::size_t k = 0; k < m_members.size(); ++k) {
+    batch->jobs[k] = m_members[k]->post([batch, k, name, token, block](Backend& backend) {
+      MemberReply m;
+      if (auto woke = backend.wait_for_wake(name, token, block); woke) {
+        m.state = MemberReply::State::replied;
+      } else {
+        m.state = MemberReply::State::failed;
+        m.problem = woke.error().message;
+      }
+      batch->answer(k, std::move(m));
+    });
+  }
+  const Deadline deadline = Clock::now() + block + command_timeout();
+  auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>& r) {
+    return std::any_of(r.begin(), r.end(),
+                       [](const MemberReply& m) { return m.state == MemberReply::State::replied; });
+  });
+  for (std::size_t k = 0; k < m_members.size(); ++k) m_members[k]->cancel(batch->jobs[k]);
+  if (!replies) return std::unexpected(replies.error());
+  const bool woke = std::any_of(replies->begin(), replies->end(), [](const MemberReply& m) {
+    return m.state != MemberReply::State::failed;
+  });
+  if (woke) return {};
+  return std::unexpected(
+      too_few(fmt::format("lock '{}': none could be waited on", name), *replies));
+}
+
+Result<std::vector<NamedReply>> QuorumBackend::run_on_every_lock(const lock::Call& call) {
+  auto batch = std::make_shared<Batch>(m_members.size());
+  for (std::size_t k = 0; k < m_members.size(); ++k) {
+    batch->jobs[k] = m_members[k]->post([batch, k, call](Backend& backend) {
+      auto listed = backend.run_on_every_lock(call);
+      MemberReply m;
+      m.state = listed ? MemberReply::State::replied : MemberReply::State::failed;
+      if (!listed) m.problem = listed.error().message;
+      std::lock_guard lock(batch->mutex);
+      batch->lists[k] = std::move(listed);
+      batch->replies[k] = std::move(m);
+      signal_eventfd(batch->ready);
+    });
+  }
+  // Each member bounds its own SCAN; this only guards against one that
+  // never answers at all.
+  const Deadline deadline = Clock::now() + 3 * command_timeout();
+  auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
+  if (!replies) return std::unexpected(replies.error());
+  std::map<std::string, std::vector<MemberReply>> locks;
+  std::size_t answered = 0;
+  {
+    std::lock_guard lock(batch->mutex);
+    for (std::size_t k = 0; k < m_members.size(); ++k) {
+      if ((*replies)[k].state != MemberReply::State::replied || !batch->lists[k] ||
+          !*batch->lists[k])
+        continue;
+      ++answered;
+      for (const auto& [name, reply] : **batch->lists[k]) {
+        auto& members = locks[name];
+        if (members.empty()) {
+          // Until a member says otherwise: it has no keys for this lock
+          // (an empty status), or it did not answer at all.
+          members.resize(m_members.size());
+          for (std::size_t j = 0; j < m_members.size(); ++j) {
+            members[j] = (*replies)[j];
+            if (members[j].state == MemberReply::State::replied)
+              members[j].reply = lock::empty_status();
+          }
+        }
+        if (reply.is_error()) {
+          members[k].state = MemberReply::State::failed;
+          members[k].problem = reply.str;
+        } else {
+          members[k].reply = reply;
+        }
+      }
+    }
+  }
+  // An ACL refusal on a member stops the listing, as on one server.
+  for (std::size_t k = 0; k < replies->size(); ++k) {
+    std::lock_guard lock(batch->mutex);
+    if (batch->lists[k] && !*batch->lists[k] && batch->lists[k]->error().code == Error::Code::auth)
+      return std::unexpected(batch->lists[k]->error());
+  }
+  if (answered < lock::majority(m_members.size()))
+    return std::unexpected(too_few(fmt::format("only {} listed their locks", answered), *replies));
+  std::vector<NamedReply> out;
+  const auto names = member_names();
+  for (auto& [name, members] : locks) out.emplace_back(name, lock::combine_status(names, members));
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_quorum_backend(std::vector<std::unique_ptr<Backend>> members) {
+  return std::make_unique<QuorumBackend>(std::move(members));
+}
+
+}  // namespace rlock::backend

@@ -1,0 +1,218 @@
+#!/usr/bin/env bats
+# A quorum of five independent redis-servers (Redlock): the lock is held
+# when a majority holds it, members are asked in parallel, fences stay
+# monotonic across changing majorities, and a member restarted without its
+# data does not let a second holder in.
+
+load helpers
+load quorum
+
+setup_file() {
+  start_quorum 5
+}
+
+setup() {
+  q_heal
+}
+
+teardown() {
+  stop_sessions
+  kill_bg_pids
+  local k
+  for ((k = 1; k <= Q_N; k++)); do q_thaw "$k" 2>/dev/null || true; done
+}
+
+# --- tests -------------------------------------------------------------------
+
+@test "quorum: the lock is on at least three members, and gone from all after release" {
+  rl 0 acquire q1 -t "$Q_TTL"
+  local token="$output"
+  local n
+  n="$(q_holding q1)"
+  ((n >= 3)) || fail "the lock is on $n members"
+  rl 0 status q1
+  rl 75 acquire q1 -n -t "$Q_TTL"
+  rl 0 release q1 --token "$token"
+  assert_equal "$(q_holding q1)" 0
+  rl 1 status q1
+}
+
+@test "quorum: several --url options are a quorum too" {
+  local urls=() k
+  for ((k = 1; k <= Q_N; k++)); do urls+=(-u "redis://127.0.0.1:$(q_port "$k")/0"); done
+  RLOCK_URL='' rl 0 "${urls[@]}" acquire q2 -t "$Q_TTL"
+  local n
+  n="$(q_holding q2)"
+  ((n >= 3)) || fail "the lock is on $n members"
+  # One of them alone sees it held.
+  RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0" rl 0,1 status q2
+}
+
+@test "quorum: a frozen member does not slow acquire down to its timeout" {
+  q_freeze 2
+  local start end
+  start="$(now_ms)"
+  rl 0 acquire q3 -n -t "$Q_TTL"
+  end="$(now_ms)"
+  local token="$output"
+  echo "# acquire with one of five members frozen: $((end - start)) ms" >&3
+  # The command timeout is 5 s: waiting for the frozen member would take it.
+  ((end - start < 4000)) || fail "acquire took $((end - start)) ms"
+  start="$(now_ms)"
+  rl 0 release q3 --token "$token"
+  end="$(now_ms)"
+  echo "# release with one of five members frozen: $((end - start)) ms" >&3
+  ((end - start < 4000)) || fail "release took $((end - start)) ms"
+}
+
+@test "quorum: fences increase when the majorities differ" {
+  # Member 1's counter is far ahead of every clock: a grant on a majority
+  # with member 1 hands out a fence above it, and a later majority without
+  # member 1 must still go higher (it shares member 3 with the first, whose
+  # counter was raised).
+  qcli 1 SET 'rlock:{fence}:f' 5000000000000000 >/dev/null
+  q_freeze 4
+  q_freeze 5
+  rl 0 acquire fence -n -t "$Q_TTL" --json
+  local f1 t1
+  f1="$(json 'd["fence"]')"
+  t1="$(json 'd["token"]')"
+  ((f1 > 5000000000000000)) || fail "first fence $f1"
+  rl 0 release fence --token "$t1"
+  q_thaw 4
+  q_thaw 5
+  q_freeze 1
+  q_freeze 2
+  rl 0 acquire fence -n -t "$Q_TTL" --json
+  local f2 t2
+  f2="$(json 'd["fence"]')"
+  t2="$(json 'd["token"]')"
+  ((f2 > f1)) || fail "fence went from $f1 to $f2 (majority 1-3, then 3-5)"
+  rl 0 release fence --token "$t2"
+  q_thaw 1
+  q_thaw 2
+  q_freeze 3
+  q_freeze 5
+  rl 0 acquire fence -n -t "$Q_TTL" --json
+  local f3
+  f3="$(json 'd["fence"]')"
+  ((f3 > f2)) || fail "fence went from $f2 to $f3 (majority 3-5, then 1,2,4)"
+}
+
+@test "quorum: status NAME names every member and marks the dead one" {
+  q_kill 5
+  rl 0 acquire q5 -t "$Q_TTL"
+  rl 0 status q5
+  local k
+  for ((k = 1; k <= Q_N; k++)); do assert_output --partial "127.0.0.1:$(q_port "$k")"; done
+  assert_output --regexp "unreachable +redis://127\.0\.0\.1:$(q_port 5)/0"
+  rl 0 status q5 --json
+  run "$PYTHON" -c '
+import json, sys
+v = json.loads(sys.argv[1])
+states = [m["state"] for m in v["members"]]
+assert len(states) == 5, states
+assert states[4] == "unreachable", states
+assert states.count("ok") >= 3, states
+print(v["members"][4]["error"])' "$output"
+  assert_success
+  rl 0 status
+  assert_output --partial q5
+}
+
+@test "quorum: two members killed, the lock still works; three, and it refuses with nothing held" {
+  q_kill 4
+  q_kill 5
+  rl 0 acquire q6 -n -t "$Q_TTL"
+  local token="$output"
+  assert_equal "$(q_holding q6)" 3
+  rl 0 release q6 --token "$token"
+  q_kill 3
+  rl 69,75 acquire q6 -n -t "$Q_TTL"
+  assert_equal "$(q_holding q6)" 0
+  rl 69,75 acquire q6 -w 1s -t "$Q_TTL"
+  assert_equal "$(q_holding q6)" 0
+}
+
+@test "quorum: a run keeps its lock while a member is frozen, and a watcher never gets in" {
+  bg_rlock holder run q7 -t 1s -- sleep 4
+  local i
+  for ((i = 0; i < 100; i++)); do
+    (($(q_holding q7) >= 3)) && break
+    sleep 0.05
+  done
+  q_freeze 1
+  local end=$(($(now_ms) + 2500))
+  while (($(now_ms) < end)); do
+    rl 75 acquire q7 -n -t 1s
+  done
+  bg_wait holder 0 10
+}
+
+@test "quorum: read-modify-write by 8 waiting runs x 3 sections loses nothing" {
+  echo 0 >"$BATS_TEST_TMPDIR/counter"
+  local i
+  for i in 1 2 3 4 5 6 7 8; do
+    session "w$i" "for s in 1 2 3; do
+        \"\$RLOCK\" run counter -w 50s -t $Q_TTL -c 'n=\$(cat \"\$DIR/counter\"); sleep 0.02; echo \$((n + 1)) >\"\$DIR/counter\"' || exit 9
+      done"
+  done
+  wait_sessions
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/counter")" 24
+}
+
+@test "quorum: a member restarted without data does not let a second holder in" {
+  # The holder is on members 1-3 only (4 and 5 frozen while it acquires).
+  q_freeze 4
+  q_freeze 5
+  rl 0 acquire q9 -n -t 5s
+  local token="$output"
+  q_thaw 4
+  q_thaw 5
+  # The acquire sent to 4 and 5 was in their sockets and runs when they
+  # resume: wipe what it left there, so that the holder holds 1-3 only.
+  sleep 0.2
+  qcli 4 FLUSHALL >/dev/null
+  qcli 5 FLUSHALL >/dev/null
+  assert_equal "$(q_holding q9)" 3
+  # Member 3 loses everything: 3, 4 and 5 would be a majority without the
+  # holder, but 3 has not been up for the TTL and does not count.
+  q_restart 3
+  rl 75 acquire q9 -n -t 5s
+  # The holder still holds on 1 and 2 and can release.
+  rl 0 release q9 --token "$token"
+}
+
+@test "quorum: status lists a lock one member holds alone, and release --force clears every member" {
+  RLOCK_URL="redis://127.0.0.1:$(q_port 2)/0" rl 0 acquire lone -t 10s
+  rl 0 acquire both -t 10s
+  rl 0 status
+  assert_output --partial lone
+  assert_output --partial both
+  rl 1 status lone
+  assert_output --regexp "disagrees +redis://127\.0\.0\.1:$(q_port 2)/0"
+  rl 0 release lone --force
+  rl 0 release both --force
+  assert_equal "$(q_holding lone)" 0
+  assert_equal "$(q_holding both)" 0
+}
+
+@test "quorum: a run takes its lock again on a member that lost it" {
+  bg_rlock holder run q11 -t 1s -- sleep 4
+  local i
+  for ((i = 0; i < 100; i++)); do
+    (($(q_holding q11) == 5)) && break
+    sleep 0.05
+  done
+  assert_equal "$(q_holding q11)" 5
+  # Member 1 forgets everything (as after a restart, but old enough to count).
+  qcli 1 FLUSHALL >/dev/null
+  # Renewals come every TTL/3: within a second member 1 holds it again.
+  local until=$(($(now_ms) + 1500))
+  while (($(now_ms) < until)); do
+    (($(q_holding q11) == 5)) && break
+    sleep 0.05
+  done
+  assert_equal "$(q_holding q11)" 5
+  bg_wait holder 0 10
+}

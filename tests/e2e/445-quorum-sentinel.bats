@@ -1,0 +1,44 @@
+#!/usr/bin/env bats
+# A quorum whose members are not all single servers: one member is a
+# Sentinel group (a master, two replicas, three Sentinels), the other two
+# are plain redis-servers.
+
+load helpers
+load sentinel
+
+setup_file() {
+  start_sentinel_topology
+  start_redis
+  export PLAIN_1="$REDIS_PORT"
+  start_redis
+  export PLAIN_2="$REDIS_PORT" PLAIN_2_PID="$REDIS_PID"
+  export RLOCK_URL
+  RLOCK_URL="$(sentinel_url),redis://127.0.0.1:$PLAIN_1/0,redis://127.0.0.1:$PLAIN_2/0"
+  # A member counts once it has been up for the TTL (1 s here).
+  sleep 1.1
+}
+
+teardown_file() {
+  stop_all_redis
+  stop_sentinel_topology
+}
+
+@test "quorum with a Sentinel member: the lock is on the Sentinel's master and both servers" {
+  rl 0 acquire qs -t 1s
+  local token="$output"
+  assert_equal "$(node_cli "$(master_port)" ZCARD 'rlock:{qs}:h')" 1
+  assert_equal "$(redis-cli -p "$PLAIN_1" ZCARD 'rlock:{qs}:h')" 1
+  assert_equal "$(redis-cli -p "$PLAIN_2" ZCARD 'rlock:{qs}:h')" 1
+  rl 0 status qs
+  assert_output --regexp "ok +master 'mymaster' of Sentinels|ok +master '$TOPO_NAME' of Sentinels"
+  rl 0 release qs --token "$token"
+  assert_equal "$(node_cli "$(master_port)" EXISTS 'rlock:{qs}:h')" 0
+}
+
+@test "quorum with a Sentinel member: with one plain server dead, the Sentinel group and the other make the majority" {
+  kill -KILL "$PLAIN_2_PID"
+  rl 0 acquire qs2 -n -t 1s
+  local token="$output"
+  assert_equal "$(node_cli "$(master_port)" ZCARD 'rlock:{qs2}:h')" 1
+  rl 0 release qs2 --token "$token"
+}

@@ -1,0 +1,216 @@
+// The quorum arithmetic of the lock protocol (Redlock), without a server.
+
+#include <gtest/gtest.h>
+
+#include "lock/protocol.h"
+#include "replies.h"
+#include "supervise/timing.h"
+
+namespace rlock::lock {
+namespace {
+
+using redis::Reply;
+using State = MemberReply::State;
+
+using test::array;
+using test::integer;
+using test::string;
+
+MemberReply replied(Reply reply) {
+  return MemberReply{State::replied, std::move(reply), ""};
+}
+MemberReply failed() {
+  return MemberReply{State::failed, {}, "Connection refused"};
+}
+MemberReply pending() {
+  return MemberReply{};
+}
+MemberReply granted(std::int64_t fence) {
+  return replied(array({integer(1), integer(fence)}));
+}
+MemberReply queued(std::int64_t position) {
+  return replied(array({integer(0), integer(position), string(""), integer(0), integer(5)}));
+}
+MemberReply young() {
+  return replied(array({integer(-2), integer(1000)}));
+}
+
+TEST(Quorum, MajorityIsHalfRoundedDownPlusOne) {
+  EXPECT_EQ(majority(1), 1u);
+  EXPECT_EQ(majority(2), 2u);
+  EXPECT_EQ(majority(3), 2u);
+  EXPECT_EQ(majority(4), 3u);
+  EXPECT_EQ(majority(5), 3u);
+}
+
+TEST(Quorum, ValidityIsTtlLessTimeSpentLessDrift) {
+  EXPECT_EQ(clock_drift(Millis(10'000)), Millis(102));
+  EXPECT_EQ(validity(Millis(10'000), Millis(50)), Millis(10'000 - 50 - 102));
+  EXPECT_LE(validity(Millis(1000), Millis(990)), Millis(0));
+}
+
+TEST(Quorum, RunsSafetyMarginCoversTheDrift) {
+  // run's deadline (last confirmed send + TTL - margin) ends before the
+  // validity (send + TTL - drift) as long as the margin exceeds the drift.
+  for (Millis ttl : {Millis(100), Millis(499), Millis(500), Millis(1000), Millis(2000),
+                     Millis(30'000), Millis(3'600'000)})
+    EXPECT_GT(supervise::safety_margin(ttl), clock_drift(ttl)) << ttl.count();
+}
+
+TEST(Quorum, AcquireVerdictAsRepliesArrive) {
+  struct Case {
+    const char* what;
+    std::vector<MemberReply> members;
+    Verdict verdict;
+    std::int64_t fence;
+  };
+  const std::vector<Case> cases = {
+      {"nothing yet", {pending(), pending(), pending(), pending(), pending()}, Verdict::pending, 0},
+      {"two grants, three pending",
+       {granted(5), granted(7), pending(), pending(), pending()},
+       Verdict::pending,
+       7},
+      {"three of five granted, two frozen",
+       {granted(5), granted(9), granted(7), pending(), pending()},
+       Verdict::yes,
+       9},
+      {"three refusals: no majority possible",
+       {granted(5), queued(1), queued(2), failed(), pending()},
+       Verdict::no,
+       5},
+      {"two young members do not count",
+       {granted(5), granted(6), young(), young(), queued(1)},
+       Verdict::no,
+       6},
+      {"three dead members",
+       {granted(5), granted(6), failed(), failed(), failed()},
+       Verdict::no,
+       6},
+      {"a malformed reply counts as failed",
+       {granted(5), granted(6), replied(integer(3)), failed(), failed()},
+       Verdict::no,
+       6},
+  };
+  for (const auto& c : cases) {
+    auto count = count_acquire(c.members);
+    EXPECT_EQ(count.verdict, c.verdict) << c.what;
+    EXPECT_EQ(count.fence, c.fence) << c.what;
+  }
+}
+
+TEST(Quorum, AcquireRefusalShowsTheNearestQueuePositionAndTheQueuedMembers) {
+  auto count = count_acquire({queued(3), granted(4), queued(1), failed(), queued(2)});
+  EXPECT_EQ(count.verdict, Verdict::no);
+  EXPECT_EQ(count.refusal.elements[1].integer, 1);
+  EXPECT_EQ(count.queued, (std::vector<std::size_t>{0, 2, 4}));
+  EXPECT_EQ(count.grants, (std::vector<std::size_t>{1}));
+}
+
+TEST(Quorum, AcquireLimitMismatchFromAnyMemberIsTheRefusal) {
+  auto count = count_acquire({queued(1), replied(array({integer(-1), integer(3)})), queued(1)});
+  EXPECT_EQ(count.refusal.elements[0].integer, -1);
+  EXPECT_EQ(count.refusal.elements[1].integer, 3);
+}
+
+TEST(Quorum, RenewNeedsAMajorityAndTellsLostFromUnreachable) {
+  auto ok = count_renew({replied(integer(3000)), replied(integer(2000)), failed()});
+  EXPECT_EQ(ok.verdict, Verdict::yes);
+  EXPECT_EQ(ok.ttl, Millis(2000));
+  auto waiting = count_renew({replied(integer(3000)), pending(), pending()});
+  EXPECT_EQ(waiting.verdict, Verdict::pending);
+  auto out_of_reach = count_renew({replied(integer(3000)), failed(), failed()});
+  EXPECT_EQ(out_of_reach.verdict, Verdict::no);
+  EXPECT_FALSE(out_of_reach.lost);
+  auto lost = count_renew({replied(integer(3000)), replied(integer(0)), replied(integer(0))});
+  EXPECT_EQ(lost.verdict, Verdict::no);
+  EXPECT_TRUE(lost.lost);
+}
+
+TEST(Quorum, ReleaseIsDecidedByAllOrByAMajorityWithOneRelease) {
+  EXPECT_FALSE(
+      count_release({replied(integer(1)), pending(), pending(), pending(), pending()}).decided);
+  auto majority_done =
+      count_release({replied(integer(1)), replied(integer(0)), failed(), pending(), pending()});
+  EXPECT_TRUE(majority_done.decided);
+  EXPECT_EQ(majority_done.released, 1u);
+  auto none = count_release({replied(integer(0)), replied(integer(0)), replied(integer(0))});
+  EXPECT_TRUE(none.decided);
+  EXPECT_EQ(none.released, 0u);
+}
+
+Reply status_reply(std::int64_t fence, std::vector<std::string> holders,
+                   std::vector<std::string> waiters = {}) {
+  std::vector<Reply> h, w;
+  for (auto& id : holders) {
+    h.push_back(string(id));
+    h.push_back(integer(1000));
+    h.push_back(string(""));
+  }
+  for (auto& id : waiters) {
+    w.push_back(string(id));
+    w.push_back(integer(1000));
+    w.push_back(string(""));
+  }
+  return array({integer(7), integer(1), integer(fence), array(h), array(w), string("")});
+}
+
+TEST(Quorum, StatusShowsMajorityHoldersAndMarksEveryMember) {
+  auto combined =
+      combine_status({"a", "b", "c", "d", "e"}, {replied(status_reply(10, {"aaaa"}, {"w1"})),
+                                                 replied(status_reply(12, {"aaaa"})),
+                                                 replied(status_reply(9, {"aaaa"}, {"w2", "w1"})),
+                                                 replied(status_reply(30, {"bbbb"})), failed()});
+  auto view = decode_status("x", combined);
+  ASSERT_TRUE(view.has_value()) << view.error().message;
+  ASSERT_EQ(view->holders.size(), 1u);
+  EXPECT_EQ(view->holders[0].id, "aaaa");
+  EXPECT_EQ(view->last_fence, 30);
+  ASSERT_EQ(view->waiters.size(), 2u);
+  EXPECT_EQ(view->waiters[0].id, "w1");
+  EXPECT_EQ(view->waiters[1].id, "w2");
+  ASSERT_EQ(view->members.size(), 5u);
+  EXPECT_EQ(view->members[0].state, "ok");
+  EXPECT_EQ(view->members[3].member, "d");
+  EXPECT_EQ(view->members[3].state, "disagrees");
+  EXPECT_EQ(view->members[3].holders, (std::vector<std::string>{"bbbb"}));
+  EXPECT_EQ(view->members[4].state, "unreachable");
+  EXPECT_EQ(view->members[4].problem, "Connection refused");
+}
+
+TEST(Quorum, StatusWithoutAMajorityHolderIsFree) {
+  auto view = decode_status(
+      "x", combine_status({"a", "b", "c"},
+                          {replied(status_reply(1, {"aaaa"})), replied(empty_status()), failed()}));
+  ASSERT_TRUE(view.has_value());
+  EXPECT_TRUE(view->holders.empty());
+  EXPECT_EQ(view->members[0].state, "disagrees");
+  EXPECT_EQ(view->members[1].state, "ok");
+}
+
+TEST(Quorum, ForceListsEachEvictedHolderOnce) {
+  auto reply = combine_force(
+      {replied(array({integer(5), string("aaaa"), string("r")})),
+       replied(array({integer(6), string("aaaa"), string("r"), string("bbbb"), string("r")})),
+       failed()});
+  ASSERT_EQ(reply.elements.size(), 5u);
+  EXPECT_EQ(reply.elements[1].str, "aaaa");
+  EXPECT_EQ(reply.elements[3].str, "bbbb");
+}
+
+TEST(Quorum, AcquireAndRaiseCallsCarryTheirArguments) {
+  Request r;
+  r.name = "job";
+  r.ttl = Millis(20'000);
+  auto call = acquire_call(r, "tok", true, Millis(20'000));
+  EXPECT_EQ(operation_of(call), Operation::acquire);
+  EXPECT_EQ(requested_ttl(call), Millis(20'000));
+  ASSERT_EQ(call.args.size(), 9u);
+  EXPECT_EQ(call.args[8], "20000");
+  EXPECT_EQ(with_min_uptime(call, Millis(5)).args.size(), 9u);
+  auto raise = raise_call(1234, "tok");
+  EXPECT_EQ(operation_of(raise), Operation::raise);
+  EXPECT_EQ(raise.args, (std::vector<std::string>{"raise", "1234", "tok"}));
+}
+
+}  // namespace
+}  // namespace rlock::lock
