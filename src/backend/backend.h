@@ -74,8 +74,14 @@ class Backend {
   virtual std::string acl_user() const = 0;
 
   /// A new backend for the same deployment with connections of its own (for
-  /// another thread: the heartbeat).
+  /// another thread: the heartbeat). Does no I/O.
   virtual std::unique_ptr<Backend> clone() const = 0;
+
+  /// Learns, before `deadline`, what a long-lived user (the heartbeat) will
+  /// need later when the server it was given may be gone (e.g. that a
+  /// one-node URL names a Cluster node, and its slot map). Best effort; by
+  /// default nothing.
+  virtual void prepare(Deadline deadline) { (void)deadline; }
 };
 
 }  // namespace rlock::backend

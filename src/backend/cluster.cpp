@@ -156,6 +156,7 @@ class ClusterBackend final : public Backend {
 
   std::string describe() const override {
     std::vector<std::string> seeds;
+    seeds.reserve(m_seeds.size());
     for (const auto& s : m_seeds) seeds.push_back(s.url.redacted());
     return fmt::format("Redis Cluster (seed {})", fmt::join(seeds, ", "));
   }

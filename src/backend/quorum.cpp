@@ -242,6 +242,7 @@ class QuorumBackend final : public Backend {
 
   std::string describe() const override {
     std::vector<std::string> names;
+    names.reserve(m_members.size());
     for (const auto& m : m_members) names.push_back(m->model().describe());
     return fmt::format("quorum of {} ({})", m_members.size(), fmt::join(names, ", "));
   }
@@ -250,6 +251,7 @@ class QuorumBackend final : public Backend {
 
   std::unique_ptr<Backend> clone() const override {
     std::vector<std::unique_ptr<Backend>> members;
+    members.reserve(m_members.size());
     for (const auto& m : m_members) members.push_back(m->model().clone());
     auto copy = std::make_unique<QuorumBackend>(std::move(members));
     copy->m_interrupt_fd = m_interrupt_fd;
@@ -275,6 +277,7 @@ class QuorumBackend final : public Backend {
   Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
   std::vector<std::string> member_names() const {
     std::vector<std::string> names;
+    names.reserve(m_members.size());
     for (const auto& m : m_members) names.push_back(m->model().describe());
     return names;
   }
@@ -641,6 +644,7 @@ Result<std::vector<NamedReply>> QuorumBackend::run_on_every_lock(const lock::Cal
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(too_few(fmt::format("only {} listed their locks", answered), *replies));
   std::vector<NamedReply> out;
+  out.reserve(locks.size());
   const auto names = member_names();
   for (auto& [name, members] : locks) out.emplace_back(name, lock::combine_status(names, members));
   return out;

@@ -38,6 +38,7 @@ class ServerBackend final : public Backend {
     if (m_cluster) return m_cluster->describe();
     if (!sentinel()) return m_target.server.url.redacted();
     std::vector<std::string> hosts;
+    hosts.reserve(m_target.sentinels.size());
     for (const auto& s : m_target.sentinels) hosts.push_back(s.url.redacted());
     return fmt::format("master '{}' of Sentinels {}", m_target.master_name, fmt::join(hosts, ", "));
   }
@@ -50,14 +51,18 @@ class ServerBackend final : public Backend {
     copy->m_discovery = m_discovery;
     copy->m_master = m_master;
     copy->m_replicas_seen = m_replicas_seen;
-    // The clone serves a long run (the heartbeat): it asks now, while the
-    // node answers, whether it is a Cluster node (and if so loads the slot
-    // map), so that it can follow a failover of this very node later even
-    // though no MOVED ever told it this is a Cluster. A node that does not
-    // answer now is asked at the first renewal.
+    // The clone serves a long run (the heartbeat): prepare() asks, while
+    // the node answers, whether it is a Cluster node (and if so loads the
+    // slot map), so that it can follow a failover of this very node later
+    // even though no MOVED ever told it this is a Cluster. Not here: a
+    // clone does no I/O (a quorum clones its members up front).
     copy->m_probe_cluster = may_be_cluster() && !m_not_cluster;
-    if (copy->m_probe_cluster) (void)copy->probe_cluster(Clock::now() + command_timeout());
     return copy;
+  }
+
+  void prepare(Deadline deadline) override {
+    if (m_cluster) return m_cluster->prepare(deadline);
+    if (m_probe_cluster) (void)probe_cluster(deadline);  // else asked at the first call
   }
 
  private:

@@ -93,6 +93,8 @@ void Heartbeat::loop() {
   lock::LockClient client(std::move(m_target.backend));
   Deadline confirmed = m_beat.confirmed;  // only this thread writes it
   Deadline due = next_renewal(confirmed, m_timing);
+  // While the command starts, not before: nothing waits for it.
+  client.backend().prepare(due);
   int failures = 0;
   while (sleep_until(due)) {
     const auto sent = Clock::now();
