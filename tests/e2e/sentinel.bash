@@ -366,13 +366,15 @@ wait_for_new_master() {
 }
 
 # failover_by_sentinel [SECONDS]: SENTINEL FAILOVER through Sentinel 1
-# (retried while it answers an error, ~5 s), then waits like
+# (retried while it answers an error, ~15 s), then waits like
 # wait_for_new_master; prints the new master's port.
 failover_by_sentinel() {
   local old reply i
   old="$(master_port)" || fail "failover_by_sentinel: no master"
-  # NOGOODSLAVE / INPROG right after an earlier event: retry (bounded, ~5 s).
-  for ((i = 0; i < 25; i++)); do
+  # NOGOODSLAVE / INPROG right after an earlier event (a Sentinel learns
+  # of the replicas' new state from their INFO, polled every few seconds on
+  # a busy machine): retry (bounded, ~15 s).
+  for ((i = 0; i < 75; i++)); do
     reply="$(sentinel_cli 1 SENTINEL FAILOVER "$TOPO_NAME" 2>&1)"
     [[ "$reply" == OK ]] && break
     sleep 0.2
