@@ -2,31 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "../lock/replies.h"
 #include "lock/keys.h"
 
 namespace rlock::backend {
 namespace {
 
-redis::Reply integer(std::int64_t value) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::integer;
-  r.integer = value;
-  return r;
-}
-
-redis::Reply string(std::string text) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::string;
-  r.str = std::move(text);
-  return r;
-}
-
-redis::Reply array(std::vector<redis::Reply> elements) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::array;
-  r.elements = std::move(elements);
-  return r;
-}
+using lock::test::array;
+using lock::test::integer;
+using lock::test::string;
 
 redis::Reply node(std::string host, int port, std::string id = "0123abcd") {
   return array({string(std::move(host)), integer(port), string(std::move(id))});
