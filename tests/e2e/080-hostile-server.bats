@@ -145,7 +145,9 @@ rl_measured() {
 @test "hostile: a reply that trickles in ends at the command deadline (69)" {
   fake_server trickle
   rl_measured 69 acquire x -n
-  assert_stderr --partial 'timed out after 5s'
+  # The message gives what was left of the 5 s command deadline when the
+  # reply started: connecting on a busy machine may have used a little of it.
+  assert_stderr --regexp 'timed out after (5|4\.[5-9])s'
   ((elapsed_ms < 7000)) || fail "took ${elapsed_ms} ms"
 }
 
@@ -159,7 +161,7 @@ rl_measured() {
 @test "hostile: a server that never answers: run -w 3s gives up after 3 s, not two command timeouts" {
   fake_server blackhole
   rl_measured 69 run -w 3s x -- true
-  assert_stderr --partial 'timed out after 3s'
+  assert_stderr --regexp 'timed out after (3|2\.[5-9])s'
   ((elapsed_ms >= 2900 && elapsed_ms < 4500)) || fail "took ${elapsed_ms} ms"
 }
 
@@ -172,6 +174,7 @@ rl_measured() {
   kill -TERM "$(cat "$BATS_TEST_TMPDIR/acq.pid")"
   bg_wait acq 143 10
   local took=$(($(now_ms) - start))
-  # The leave-the-queue courtesy is bounded to 1 s.
-  ((took < 1800)) || fail "took ${took} ms after SIGTERM"
+  # The leave-the-queue courtesy is bounded to 1 s; ignoring the signal until
+  # the read gives up would take the rest of the 5 s command timeout (4 s).
+  ((took < 3000)) || fail "took ${took} ms after SIGTERM"
 }

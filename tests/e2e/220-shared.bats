@@ -49,7 +49,7 @@ teardown() {
   local t_x ms
   t_x="$(cat "$BATS_TEST_TMPDIR/x.at")"
   ms=$(((t_x - t0) / 1000000))
-  if ((ms >= 500)); then fail "the exclusive took ${ms} ms after the last shared release"; fi
+  if ((ms >= 700)); then fail "the exclusive took ${ms} ms after the last shared release"; fi
   rl 0 status rw --json
   assert_equal "$(json '[h["mode"] for h in d["holders"]]')" '["exclusive"]'
 }
