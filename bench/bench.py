@@ -113,7 +113,10 @@ def netstrings(fields):
 
 class RlockClient:
     """LockClient::acquire/release of src/lock/lock.cpp, in Python: one
-    EVALSHA per attempt, BLPOP on the waiter's own wake list in between."""
+    EVALSHA, then BLPOP on the waiter's own wake list with the next EVALSHA
+    pipelined behind it (the release grants the lock to the head waiter and
+    pushes the grant; the pipelined acquire confirms it in the same round
+    trip, or refreshes the waiter's place after a block without news)."""
 
     def __init__(self, port, name):
         self.r = redis.Redis(host="127.0.0.1", port=port)
@@ -124,12 +127,16 @@ class RlockClient:
 
     def acquire(self, ttl_ms=30000):
         token = os.urandom(16).hex()
-        while True:
-            reply = self.script(keys=self.keys, args=["acquire", token, "exclusive", 1, ttl_ms,
-                                                      self.blob, 1, WAITER_LEASE_MS])
-            if reply[0] == 1:
-                return token
-            self.r.blpop([wake_key(self.name, token)], timeout=RECHECK_S)
+        args = ["acquire", token, "exclusive", 1, ttl_ms, self.blob, 1, WAITER_LEASE_MS]
+        reply = self.script(keys=self.keys, args=args)
+        while reply[0] != 1:
+            # Raw EVALSHA (the script is loaded by the call above): a redis-py
+            # Script in a pipeline would add a SCRIPT EXISTS round trip.
+            pipe = self.r.pipeline(transaction=False)
+            pipe.blpop([wake_key(self.name, token)], timeout=RECHECK_S)
+            pipe.execute_command("EVALSHA", self.script.sha, len(self.keys), *self.keys, *args)
+            reply = pipe.execute()[1]
+        return token
 
     def release(self, token):
         return self.script(keys=self.keys, args=["release", token])

@@ -182,31 +182,103 @@ local function grantable(mode, rank, seq)
   return rank < limit_of() - redis.call('ZCARD', H)
 end
 
--- Push a wake-up to each waiter who can now proceed, and to no one else.
-local function wake_ready()
+-- How long a grant handed to a waiter by someone else's call (a release, a
+-- purge, a forced release, a waiter leaving) lasts until the new holder
+-- confirms it, if its TTL is longer: the waiter lease (k_waiter_lease). A
+-- waiter that died just before its grant loses it as soon as it would have
+-- lost its place in the queue; a live one confirms at once (the acquire it
+-- sent behind its BLPOP runs as soon as the BLPOP is served).
+local GRANT_MS = 3000
+
+-- The next fence, max(f + 1, TIME in µs), written back to F; nil when the
+-- counter is not an integer below 2^53 - 1 (acquire reports that error; a
+-- handover simply grants nothing and lets the waiter ask itself).
+local fence_counter
+local function next_fence()
+  if fence_counter == nil then
+    local counter = redis.call('GET', F)
+    if counter and not (string.match(counter, '^%d+$') and #counter <= 16 and
+        tonumber(counter) < 2 ^ 53 - 1) then
+      fence_counter = false
+    else
+      fence_counter = tonumber(counter or '0')
+    end
+  end
+  if fence_counter == false then return nil end
+  fence_counter = math.max(fence_counter + 1, now_us)
+  local text = string.format('%.0f', fence_counter)
+  redis.call('SET', F, text)
+  return fence_counter, text
+end
+
+-- Hands the lock to queued waiter `token` in `mode`: it leaves the queue and
+-- holds with a fence, for GRANT_MS or its TTL if shorter, and the grant (its
+-- fence) is pushed onto its wake list, unless `quiet` (the caller itself,
+-- which learns it from the reply). False when the fence counter is broken.
+local function hand_over(token, mode, quiet)
+  local fence, fence_text = next_fence()
+  if not fence then return false end
+  local record = redis.call('HGET', I, token) or ''
+  local rest = string.match(record, '^%d+\n%d+(\n.*)$')
+  local ttl = rest and tonumber(string.match(rest, '^\n%a+\n(%d+)\n'))
+  if not ttl then ttl, rest = 30000, '\n' .. mode .. '\n30000\n' end
+  redis.call('ZREM', Q, token)
+  if mode ~= 'shared' then redis.call('ZREM', X, token) end
+  redis.call('ZREM', L, token)
+  local set = mode == 'shared' and S or H
+  local lease = math.min(ttl, GRANT_MS)
+  redis.call('ZADD', set, now + lease, token)
+  redis.call('HSET', I, token, fence_text .. '\n' .. now .. rest)
+  if not quiet then
+    local key = wake_key(token)
+    redis.call('LPUSH', key, fence_text)
+    redis.call('PEXPIREAT', key, now + lease)
+  end
+  return set, lease
+end
+
+-- Grants the lock to each waiter who can now proceed, and to no one else;
+-- `self` (a queued caller) is granted quietly. Returns true when it granted.
+local function wake_ready(self)
   local head = redis.call('ZRANGE', Q, 0, 0)
-  if #head == 0 then return end
-  local ready
+  if #head == 0 then return false end
+  local ready, mode
   if redis.call('ZSCORE', X, head[1]) == false then
-    if redis.call('ZCARD', H) > 0 then return end
+    if redis.call('ZCARD', H) > 0 then return false end
     -- A shared waiter at the head: it and every shared waiter up to the first
     -- exclusive one can go together.
     local first_x = redis.call('ZRANGE', X, 0, 0, 'WITHSCORES')
     local bound = #first_x > 0 and ('(' .. first_x[2]) or '+inf'
     ready = redis.call('ZRANGEBYSCORE', Q, '-inf', bound)
+    mode = 'shared'
   else
-    if redis.call('ZCARD', S) > 0 then return end
+    if redis.call('ZCARD', S) > 0 then return false end
     local free = limit_of() - redis.call('ZCARD', H)
-    if free <= 0 then return end
+    if free <= 0 then return false end
     ready = free == 1 and { head[1] } or redis.call('ZRANGE', Q, 0, free - 1)
+    mode = 'exclusive'
+    -- A semaphore's places go to the exclusive waiters in order, up to the
+    -- first shared one (it waits for the holders to leave, and nobody
+    -- behind it overtakes it).
+    for k = 2, #ready do
+      if redis.call('ZSCORE', X, ready[k]) == false then
+        for j = #ready, k, -1 do table.remove(ready, j) end
+        break
+      end
+    end
   end
-  -- A wake-up lives as long as the waiter's lease: a dead waiter's is purged
-  -- with it, or expires.
+  -- The keys live as long as the longest grant (not its TTL: a grant that
+  -- is never confirmed must not keep them); the confirmation extends them.
+  local longest, set = 0, nil
   for _, token in ipairs(ready) do
-    local key = wake_key(token)
-    redis.call('LPUSH', key, '1')
-    redis.call('PEXPIREAT', key, tonumber(redis.call('ZSCORE', L, token) or now + 1000))
+    local granted, lease = hand_over(token, mode, token == self)
+    if not granted then break end
+    set = granted
+    if lease > longest then longest = lease end
   end
+  if not set then return false end
+  cover_holder(set, now + longest)
+  return true
 end
 
 local function holder_set(token)
@@ -240,13 +312,14 @@ end
 
 -- acquire TOKEN MODE LIMIT TTL_MS BLOB ENQUEUE LEASE_MS [MIN_UPTIME_MS]
 -- Returns {1, fence} when held (also when this token already held it: a
--- retried acquire is idempotent), {0, position, holder_record, holder_ttl,
--- now} when busy or queued (position 0 = not queued; now, the server's time,
--- dates the record's since_ms), {-1, stored_limit} when the lock is used with
--- another --limit, {-2, uptime_ms} when this server has been up for less than
--- MIN_UPTIME_MS (a quorum member that may have restarted without the locks
--- it held: it grants nothing and queues nobody until it has been up that
--- long, and writes nothing).
+-- retried acquire is idempotent, and it is how a waiter confirms a grant
+-- that was handed to it, extending it to TTL_MS), {0, position,
+-- holder_record, holder_ttl, now} when busy or queued (position 0 = not
+-- queued; now, the server's time, dates the record's since_ms), {-1,
+-- stored_limit} when the lock is used with another --limit, {-2, uptime_ms}
+-- when this server has been up for less than MIN_UPTIME_MS (a quorum member
+-- that may have restarted without the locks it held: it grants nothing and
+-- queues nobody until it has been up that long, and writes nothing).
 local function acquire()
   local token, mode, limit, ttl, blob = redis.sha1hex(ARGV[2]), ARGV[3], tonumber(ARGV[4]),
     tonumber(ARGV[5]), ARGV[6]
@@ -259,6 +332,16 @@ local function acquire()
     local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0') * 1000
     if uptime < min_uptime then return { -2, uptime } end
   end
+  local set = mode == 'shared' and S or H
+  -- The common call first: a holder confirming a grant handed to it (the
+  -- acquire a waiter sends behind its BLPOP) or a retried acquire. A lease
+  -- that ran out does not count: the purge below removes it.
+  local until_ms = tonumber(redis.call('ZSCORE', set, token))
+  if until_ms and until_ms > now then
+    redis.call('ZADD', set, now + ttl, token)
+    cover_holder(set, now + ttl)
+    return { 1, fence_of(token) }
+  end
   -- A counter that is not an integer below 2^53 - 1 (so that counter + 1 is
   -- exact as a double) cannot give a next fence; a failed script keeps the
   -- writes made before the failure (M without an expiry, a waiter taken out
@@ -269,7 +352,7 @@ local function acquire()
     return redis.error_reply('ERR rlock: the fence counter ' .. F ..
       ' does not hold an integer below 2^53 - 1; the lock is left untouched')
   end
-  counter = tonumber(counter or '0')
+  fence_counter = tonumber(counter or '0')
   local stored = redis.call('HGET', M, 'limit')
   local purged = purge()
   if stored and tonumber(stored) ~= limit then
@@ -284,10 +367,14 @@ local function acquire()
   end
   if not stored then redis.call('HSET', M, 'limit', limit) end
   cached_limit = limit
-  if purged then wake_ready() end
+  -- A purge may free a place: whoever is next gets it now, this caller too
+  -- (quietly: it learns from this reply).
+  if purged and wake_ready(token) and redis.call('ZSCORE', set, token) then
+    redis.call('ZADD', set, now + ttl, token)
+    cover_holder(set, now + ttl)
+    return { 1, fence_of(token) }
+  end
 
-  -- A queued token holds nothing (a grant takes it out of the queue), so the
-  -- common case, a waiter re-checking, needs no holder lookup.
   local rank = redis.call('ZRANK', Q, token)
   local queued = rank ~= false
   local seq
@@ -295,12 +382,6 @@ local function acquire()
     -- Only a shared waiter needs its arrival number (see grantable).
     if mode == 'shared' then seq = redis.call('ZSCORE', Q, token) end
   else
-    local held = holder_set(token)
-    if held then
-      redis.call('ZADD', held, now + ttl, token)
-      cover_holder(held, now + ttl)
-      return { 1, fence_of(token) }
-    end
     rank = redis.call('ZCARD', Q)
   end
   if grantable(mode, rank, seq) then
@@ -308,12 +389,8 @@ local function acquire()
       redis.call('ZREM', Q, token)
       if mode ~= 'shared' then redis.call('ZREM', X, token) end
       redis.call('ZREM', L, token)
-      redis.call('DEL', wake_key(token))
     end
-    local fence = math.max(counter + 1, now_us)
-    local fence_text = string.format('%.0f', fence)
-    redis.call('SET', F, fence_text)
-    local set = mode == 'shared' and S or H
+    local fence, fence_text = next_fence()
     redis.call('ZADD', set, now + ttl, token)
     redis.call('HSET', I, token, fence_text .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
     cover_holder(set, now + ttl)
@@ -328,7 +405,6 @@ local function acquire()
       redis.call('ZREM', X, token)
       redis.call('ZREM', L, token)
       redis.call('HDEL', I, token)
-      redis.call('DEL', wake_key(token))
       wake_ready()
       tidy()
     end
@@ -347,6 +423,7 @@ end
 
 -- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
 -- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
+-- Also confirms a grant handed over to the token.
 local function renew()
   local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
   if purge() then wake_ready() end
@@ -365,7 +442,8 @@ local function renew()
 end
 
 -- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
--- A retried release is harmless: it answers 0 and changes nothing.
+-- A retried release is harmless: it answers 0 and changes nothing. The
+-- place it frees goes to the next waiter(s) at once (wake_ready).
 local function release()
   local token = redis.sha1hex(ARGV[2])
   purge()
@@ -381,7 +459,7 @@ local function release()
     redis.call('HDEL', I, token)
     found = true
   end
-  redis.call('DEL', wake_key(token))
+  -- I and M live no longer than the longest lease left, the grants' included.
   wake_ready()
   tidy()
   return found and 1 or 0
