@@ -27,8 +27,11 @@
 --                                  entries, each netstrings of now, audit
 --                                  blob, ACL user, id, record, id, record...
 -- ARGV[1] is the operation; the rest depend on it (see each function).
--- Wake lists are KEYS-prefix .. ":w:" .. HASH: one per waiter, so a release
--- wakes exactly the waiters who can proceed (BLPOP on the client side).
+-- Wake lists are KEYS-prefix .. ":w:" .. HASH: one per waiter. Whatever
+-- frees a place grants the lock to the waiters who can proceed (and to no
+-- one else) and pushes each one's fence onto its list (wake_ready); the
+-- waiter's BLPOP returns it, and the acquire it pipelined behind the BLPOP
+-- confirms the grant (see GRANT_MS).
 --
 -- Time is the server's (TIME); the client's clock is never used.
 --
