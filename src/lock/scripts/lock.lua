@@ -127,6 +127,32 @@ local function cover_holder(set, at)
   cover(M, at)
 end
 
+local function fence_of(token)
+  local record = redis.call('HGET', I, token)
+  if not record then return 0 end
+  return tonumber(string.match(record, '^(%d+)\n'))
+end
+
+-- A holder's acquire: its lease in `set` goes to `ttl` from now and the
+-- reply is its fence (see acquire); nil when `token` holds nothing there
+-- (a lease that ran out does not count: a purge removes it).
+local function confirm(set, token, ttl)
+  local until_ms = tonumber(redis.call('ZSCORE', set, token))
+  if not until_ms or until_ms <= now then return nil end
+  redis.call('ZADD', set, now + ttl, token)
+  cover_holder(set, now + ttl)
+  return { 1, fence_of(token) }
+end
+
+-- The most frequent call, answered before the rest of the script is even
+-- built: a waiter confirming the grant handed to it (the acquire it sent
+-- behind its BLPOP), or a retried acquire. A quorum's acquire (MIN_UPTIME_MS
+-- given) goes the long way, through its uptime check.
+if op == 'acquire' and not ARGV[9] then
+  local held = confirm(ARGV[3] == 'shared' and S or H, redis.sha1hex(ARGV[2]), tonumber(ARGV[5]))
+  if held then return held end
+end
+
 -- A waiter's lease now ends at `at`; `joined` when it just entered the queue.
 -- Q, X and L always get the same expiry, so that they vanish together: a
 -- waiter left in Q without its lease in L could never be purged. They are
@@ -290,11 +316,6 @@ local function holder_set(token)
   return nil
 end
 
-local function fence_of(token)
-  local record = redis.call('HGET', I, token)
-  if not record then return 0 end
-  return tonumber(string.match(record, '^(%d+)\n'))
-end
 
 -- The lease left until `at`, as a reply integer: a score may be anything a
 -- foreign write put there (+inf would not convert to an integer), so it is
@@ -336,15 +357,10 @@ local function acquire()
     if uptime < min_uptime then return { -2, uptime } end
   end
   local set = mode == 'shared' and S or H
-  -- The common call first: a holder confirming a grant handed to it (the
-  -- acquire a waiter sends behind its BLPOP) or a retried acquire. A lease
-  -- that ran out does not count: the purge below removes it.
-  local until_ms = tonumber(redis.call('ZSCORE', set, token))
-  if until_ms and until_ms > now then
-    redis.call('ZADD', set, now + ttl, token)
-    cover_holder(set, now + ttl)
-    return { 1, fence_of(token) }
-  end
+  -- A holder's acquire (answered at the top already when no uptime check
+  -- is asked for).
+  local held = ARGV[9] and confirm(set, token, ttl)
+  if held then return held end
   -- A counter that is not an integer below 2^53 - 1 (so that counter + 1 is
   -- exact as a double) cannot give a next fence; a failed script keeps the
   -- writes made before the failure (M without an expiry, a waiter taken out
@@ -372,10 +388,9 @@ local function acquire()
   cached_limit = limit
   -- A purge may free a place: whoever is next gets it now, this caller too
   -- (quietly: it learns from this reply).
-  if purged and wake_ready(token) and redis.call('ZSCORE', set, token) then
-    redis.call('ZADD', set, now + ttl, token)
-    cover_holder(set, now + ttl)
-    return { 1, fence_of(token) }
+  if purged and wake_ready(token) then
+    held = confirm(set, token, ttl)
+    if held then return held end
   end
 
   local rank = redis.call('ZRANK', Q, token)
