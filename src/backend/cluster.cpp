@@ -396,9 +396,7 @@ Result<void> ClusterBackend::wait_for_wake(const std::string& name, const std::s
   if (!node) return std::unexpected(node.error());
   auto conn = connection(*node, Clock::now() + command_timeout());
   if (!conn) return std::unexpected(conn.error());
-  const std::vector<std::string> blpop{
-      "BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
-  auto woke = (*conn)->command(blpop, deadline);
+  auto woke = (*conn)->command(blpop_command(key, block), deadline);
   if (woke) return {};
   return wait_failed(woke.error(), *node, deadline);
 }
@@ -437,8 +435,7 @@ Result<std::optional<Outcome>> ClusterBackend::wait_then_run(const std::string& 
   if (!node) return std::unexpected(node.error());
   auto conn = connection(*node, Clock::now() + command_timeout());
   if (!conn) return std::unexpected(conn.error());
-  const std::vector<std::string> blpop{
-      "BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
+  const auto blpop = blpop_command(key, block);
   redis::Reply woke;
   const std::string where = (*conn)->describe();
   auto outcome = execute(**conn, m_target.replicas, m_replicas_seen[node->text()], keys, then,

@@ -58,6 +58,10 @@ Result<void> Backoff::pause(const Error& error, const std::string& where,
   return {};
 }
 
+std::vector<std::string> blpop_command(const std::string& key, Millis block) {
+  return {"BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
+}
+
 bool server_kind(const Error& error, std::initializer_list<redis::ServerError> kinds) {
   return error.code == Error::Code::server &&
          std::find(kinds.begin(), kinds.end(), error.server) != kinds.end();

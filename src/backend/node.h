@@ -42,6 +42,10 @@ class Backoff {
   Millis m_pause{100};
 };
 
+/// BLPOP on a waiter's wake list `key` for at most `block`: fractional
+/// seconds (Redis >= 6.0); it returns early when a grant is pushed there.
+std::vector<std::string> blpop_command(const std::string& key, Millis block);
+
 /// Whether `error` is a server reply of one of `kinds`.
 bool server_kind(const Error& error, std::initializer_list<redis::ServerError> kinds);
 

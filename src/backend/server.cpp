@@ -234,16 +234,6 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
   }
 }
 
-namespace {
-
-/// BLPOP on a waiter's wake list; it takes fractional seconds (Redis >=
-/// 6.0) and returns early when a grant is pushed to the list.
-std::vector<std::string> blpop_command(const std::string& key, Millis block) {
-  return {"BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
-}
-
-}  // namespace
-
 Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::string& token,
                                           Millis block) {
   if (m_cluster) return m_cluster->wait_for_wake(name, token, block);
