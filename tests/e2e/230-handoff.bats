@@ -47,8 +47,26 @@ queue() {
   wait_waiters "$name" $((before + 1))
 }
 
-stop_bg() { kill -STOP "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
 cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
+
+# blocked: how many clients the server has blocked (in BLPOP).
+blocked() { rcli info clients | tr -d '\r' | sed -n 's/^blocked_clients://p'; }
+
+# stop_blocked N TAG...: SIGSTOPs the waiters TAG... each while it is blocked
+# in BLPOP (N: how many clients must be blocked then). A waiter stopped in
+# the instant between two tries would not be blocked, and its grant would
+# wait for it: that one is let go on and stopped again.
+stop_blocked() {
+  local want="$1" i tag
+  shift
+  for ((i = 0; i < 50; i++)); do
+    for tag in "$@"; do kill -STOP "$(cat "$BATS_TEST_TMPDIR/$tag.pid")"; done
+    (($(blocked) == want)) && return 0
+    for tag in "$@"; do cont_bg "$tag"; done
+    sleep 0.1
+  done
+  fail "the waiters $* were never all blocked in BLPOP"
+}
 
 # --- tests -------------------------------------------------------------------
 
@@ -62,7 +80,7 @@ cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
   # B can do nothing from now on: whatever it holds after the release was
   # granted by the release and confirmed by the acquire it had already sent
   # behind its BLPOP.
-  stop_bg B
+  stop_blocked 2 B
   rl 0 release one --token "$holder"
   run holders one
   assert_line --index 0 --regexp '^B:'
@@ -119,8 +137,7 @@ cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
   queue B1 sem -l 2 -t 30s
   queue B2 sem -l 2 -t 30s
   queue B3 sem -l 2 -t 30s
-  stop_bg B1
-  stop_bg B2
+  stop_blocked 3 B1 B2
   rl 0 release sem --token "$a1"
   rl 0 release sem --token "$a2"
   run holders sem
@@ -146,8 +163,7 @@ cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
   queue S2 rw -s -t 30s
   queue E rw -t 30s
   queue S3 rw -s -t 30s
-  stop_bg S1
-  stop_bg S2
+  stop_blocked 4 S1 S2
   rl 0 release rw --token "$writer"
   run holders rw
   assert_equal "${#lines[@]}" 2
@@ -171,7 +187,7 @@ cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
 @test "handoff: a forced release hands the lock to the head waiter" {
   rl 0 acquire forced -t 30s
   queue B forced -t 30s
-  stop_bg B
+  stop_blocked 1 B
   rl 0 release forced --force
   run holders forced
   assert_line --index 0 --regexp '^B:'
@@ -181,16 +197,16 @@ cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
 }
 
 @test "handoff: a waiter giving up hands the lock to those it held back" {
-  # A reader holds; a writer queues and gives up after 2 s; the reader
-  # queued behind the writer (stopped) gets the lock from the writer's
-  # leaving call.
+  # A reader holds; a writer queues, then gives up (SIGTERM: it leaves the
+  # queue); the reader queued behind the writer (stopped) gets the lock
+  # from the writer's leaving call.
   rl 0 acquire leave -s -t 30s
   local reader="$output"
-  bg_rlock E acquire leave -w 2s --owner E -t 30s
-  wait_waiters leave 1
+  queue E leave -t 30s
   queue S leave -s -t 30s
-  stop_bg S
-  bg_wait E 75
+  stop_blocked 2 S
+  kill -TERM "$(cat "$BATS_TEST_TMPDIR/E.pid")"
+  bg_wait E 143
   run holders leave
   assert_equal "${#lines[@]}" 2
   assert_output --regexp 'S:'

@@ -55,8 +55,55 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 
+-- Every key but the fencing counter expires by itself no earlier than the
+-- last lease it records, so a crashed holder or waiter leaves nothing
+-- behind. Expiries are extended only when needed, after a PTTL (a read: a
+-- PEXPIREAT is a write and costs twice as much), and shortened only by tidy,
+-- so a key may outlive its last lease a little, never the other way round.
+
+-- cover(key, at): key lives at least until `at` (a missing key is left alone).
+local function cover(key, at)
+  local left = redis.call('PTTL', key)
+  if left == -1 or (left >= 0 and now + left < at) then redis.call('PEXPIREAT', key, at) end
+end
+
+-- A holder's lease in `set` now ends at `at`.
+local function cover_holder(set, at)
+  cover(set, at)
+  cover(I, at)
+  cover(M, at)
+end
+
+local function fence_of(token)
+  local record = redis.call('HGET', I, token)
+  if not record then return 0 end
+  return tonumber(string.match(record, '^(%d+)\n'))
+end
+
+-- A holder's acquire: its lease in `set` goes to `ttl` from now and the
+-- reply is its fence (see acquire); nil when `token` holds nothing there
+-- (a lease that ran out does not count: a purge removes it).
+local function confirm(set, token, ttl)
+  local until_ms = tonumber(redis.call('ZSCORE', set, token))
+  if not until_ms or until_ms <= now then return nil end
+  redis.call('ZADD', set, now + ttl, token)
+  cover_holder(set, now + ttl)
+  return { 1, fence_of(token) }
+end
+
+-- The most frequent call, answered before the rest of the script is even
+-- built and before the type check below (the lock is not free: this token
+-- holds it): a waiter confirming the grant handed to it (the acquire it
+-- sent behind its BLPOP), or a retried acquire. A quorum's acquire
+-- (MIN_UPTIME_MS given) goes the long way, through its uptime check.
+if op == 'acquire' and not ARGV[9] then
+  local held = confirm(ARGV[3] == 'shared' and S or H, redis.sha1hex(ARGV[2]), tonumber(ARGV[5]))
+  if held then return held end
+end
+
 -- Refuse to touch keys of another type: a foreign key at our name is an
--- error, never something to overwrite. Every call pays for this, so the full
+-- error, never something to overwrite. Every call but a holder's acquire
+-- (above) pays for this, so the full
 -- check (nine TYPE calls, a third of a cheap call's cost) runs only when the
 -- meta hash is absent, i.e. when the lock is free: while M lives, the other
 -- keys are ours, and a foreign write to one of them since then still fails
@@ -108,50 +155,6 @@ local function purge()
   return removed
 end
 
--- Every key but the fencing counter expires by itself no earlier than the
--- last lease it records, so a crashed holder or waiter leaves nothing
--- behind. Expiries are extended only when needed, after a PTTL (a read: a
--- PEXPIREAT is a write and costs twice as much), and shortened only by tidy,
--- so a key may outlive its last lease a little, never the other way round.
-
--- cover(key, at): key lives at least until `at` (a missing key is left alone).
-local function cover(key, at)
-  local left = redis.call('PTTL', key)
-  if left == -1 or (left >= 0 and now + left < at) then redis.call('PEXPIREAT', key, at) end
-end
-
--- A holder's lease in `set` now ends at `at`.
-local function cover_holder(set, at)
-  cover(set, at)
-  cover(I, at)
-  cover(M, at)
-end
-
-local function fence_of(token)
-  local record = redis.call('HGET', I, token)
-  if not record then return 0 end
-  return tonumber(string.match(record, '^(%d+)\n'))
-end
-
--- A holder's acquire: its lease in `set` goes to `ttl` from now and the
--- reply is its fence (see acquire); nil when `token` holds nothing there
--- (a lease that ran out does not count: a purge removes it).
-local function confirm(set, token, ttl)
-  local until_ms = tonumber(redis.call('ZSCORE', set, token))
-  if not until_ms or until_ms <= now then return nil end
-  redis.call('ZADD', set, now + ttl, token)
-  cover_holder(set, now + ttl)
-  return { 1, fence_of(token) }
-end
-
--- The most frequent call, answered before the rest of the script is even
--- built: a waiter confirming the grant handed to it (the acquire it sent
--- behind its BLPOP), or a retried acquire. A quorum's acquire (MIN_UPTIME_MS
--- given) goes the long way, through its uptime check.
-if op == 'acquire' and not ARGV[9] then
-  local held = confirm(ARGV[3] == 'shared' and S or H, redis.sha1hex(ARGV[2]), tonumber(ARGV[5]))
-  if held then return held end
-end
 
 -- A waiter's lease now ends at `at`; `joined` when it just entered the queue.
 -- Q, X and L always get the same expiry, so that they vanish together: a
@@ -171,10 +174,10 @@ local function cover_queue(at, joined)
   end
 end
 
--- After a removal: I and M go at once if nobody holds or waits any more, and
--- otherwise live no longer than the longest-lived of H, S and L (whose
--- expiries bound their members' leases), not until the lease of someone who
--- already left.
+-- After a removal or a handover: I and M go at once if nobody holds or waits
+-- any more, and otherwise live exactly as long as the longest-lived of H, S
+-- and L (whose expiries bound their members' leases): not until the lease
+-- of someone who already left, and no shorter than a grant just handed over.
 local function tidy()
   local latest, forever = 0, false
   for _, key in ipairs({ H, S, L }) do
@@ -186,7 +189,8 @@ local function tidy()
     if redis.call('EXISTS', I, M) > 0 then redis.call('DEL', I, M) end
     return
   end
-  if redis.call('PTTL', M) > latest then
+  local meta = redis.call('PTTL', M)
+  if meta > latest or meta < latest - 1 then
     redis.call('PEXPIREAT', I, now + latest)
     redis.call('PEXPIREAT', M, now + latest)
   end
@@ -296,8 +300,9 @@ local function wake_ready(self)
       end
     end
   end
-  -- The keys live as long as the longest grant (not its TTL: a grant that
-  -- is never confirmed must not keep them); the confirmation extends them.
+  -- The set lives as long as the longest grant (not its TTL: a grant that
+  -- is never confirmed must not keep it); the confirmation extends it. I and
+  -- M follow in tidy(), which every caller runs after a handover.
   local longest, set = 0, nil
   for _, token in ipairs(ready) do
     local granted, lease = hand_over(token, mode, token == self)
@@ -306,7 +311,7 @@ local function wake_ready(self)
     if lease > longest then longest = lease end
   end
   if not set then return false end
-  cover_holder(set, now + longest)
+  cover(set, now + longest)
   return true
 end
 
@@ -378,7 +383,7 @@ local function acquire()
     -- M may outlive the last lease a little (see cover): a limit nobody
     -- uses any more is forgotten, a live one is an error.
     if redis.call('EXISTS', H, S, L) > 0 then
-      if purged then wake_ready() end
+      if purged and wake_ready() then tidy() end
       return { -1, tonumber(stored) }
     end
     redis.call('DEL', I, M)
@@ -389,6 +394,7 @@ local function acquire()
   -- A purge may free a place: whoever is next gets it now, this caller too
   -- (quietly: it learns from this reply).
   if purged and wake_ready(token) then
+    tidy()
     held = confirm(set, token, ttl)
     if held then return held end
   end
@@ -444,12 +450,13 @@ end
 -- Also confirms a grant handed over to the token.
 local function renew()
   local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
-  if purge() then wake_ready() end
+  local granted = purge() and wake_ready()
   local held = holder_set(token)
   if not held then
     tidy()
     return 0
   end
+  if granted then tidy() end
   if ttl <= 0 then
     ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
       or 30000
@@ -465,10 +472,9 @@ end
 local function release()
   local token = redis.sha1hex(ARGV[2])
   purge()
-  local held = holder_set(token)
-  local found = held ~= nil
-  if held then
-    redis.call('ZREM', held, token)
+  -- ZREM answers whether it held: no lookup first.
+  local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
+  if found then
     redis.call('HDEL', I, token)
   elseif redis.call('ZSCORE', Q, token) then
     redis.call('ZREM', Q, token)
