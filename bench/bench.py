@@ -438,7 +438,7 @@ def _rlock_worker(port, name, seconds, start, out):
         tok = cl.acquire()
         held.append(time.monotonic())
         cl.release(tok)
-    out.put((os.getpid(), held))
+    out.put((os.getpid(), held, end))
 
 
 def _poll_worker(port, name, seconds, start, out):
@@ -451,7 +451,7 @@ def _poll_worker(port, name, seconds, start, out):
         lk.acquire()
         held.append(time.monotonic())
         lk.release()
-    out.put((os.getpid(), held))
+    out.put((os.getpid(), held, end))
 
 
 def throughput(srv, worker, procs, seconds, name):
@@ -462,16 +462,22 @@ def throughput(srv, worker, procs, seconds, name):
     for p in ps:
         p.start()
     time.sleep(0.5)
+    began = time.monotonic()
     start.set()
     results = [out.get(timeout=seconds + 60) for _ in ps]
     for p in ps:
         p.join(30)
-    counts = [len(held) for _, held in results]
+    # Only the window in which all of them contend counts: a process that
+    # woke late from start.wait() also stops late, and alone at the end it
+    # would take the lock again and again, which says nothing about fairness.
+    window_end = min(end for _, _, end in results)
+    window = window_end - began
+    counts = [sum(1 for t in held if t <= window_end) for _, held, _ in results]
     # Handoffs: acquisitions (in time order; CLOCK_MONOTONIC is system-wide)
     # by another process than the previous one.
-    events = sorted((t, pid) for pid, held in results for t in held)
+    events = sorted((t, pid) for pid, held, _ in results for t in held if t <= window_end)
     changes = sum(1 for a, b in zip(events, events[1:]) if a[1] != b[1])
-    return sum(counts) / seconds, counts, changes / seconds
+    return sum(counts) / window, counts, changes / window
 
 
 def shell_throughput(srv, rlock, procs, seconds):
