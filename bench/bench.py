@@ -341,6 +341,43 @@ def polling_handoff(srv, waiters, handoffs):
     return lat, cpu / handoffs * 1e6
 
 
+def _pingpong_worker(port, name, rounds, out):
+    cl = RlockClient(port, name)
+    for _ in range(rounds):
+        tok = cl.acquire()
+        out.put(("held", time.monotonic()))
+        # Long enough for the other process to queue and block in BLPOP, so
+        # that the handoff starts from idle processes, like the idle RTT.
+        time.sleep(0.01)
+        out.put(("release", time.monotonic()))
+        cl.release(tok)
+
+
+def protocol_handoff(srv, rounds):
+    """The protocol alone: two processes with the Python client take turns;
+    a handoff is from one sending its release to the other holding (its
+    pipelined confirmation answered). No process start, no pipe back to a
+    driver: what `rlock` itself adds is in 1)."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    ps = [ctx.Process(target=_pingpong_worker, args=(srv.port, "pingpong", rounds, out))
+          for _ in range(2)]
+    for p in ps:
+        p.start()
+    events = sorted(out.get(timeout=120) for _ in range(4 * rounds))
+    for p in ps:
+        p.join(30)
+    # Sorted by kind, then time: pair each release with the next hold.
+    releases = sorted(t for kind, t in events if kind == "release")
+    holds = sorted(t for kind, t in events if kind == "held")
+    lat = []
+    for r in releases:
+        nxt = next((h for h in holds if h > r), None)
+        if nxt is not None:
+            lat.append((nxt - r) * 1e6)
+    return lat
+
+
 # --- whole processes ---------------------------------------------------------------
 
 # The section every process runs: two bash builtins around a 20 ms sleep, so
@@ -538,6 +575,14 @@ def main():
                       f"{p99 / rtt:>8.1f} "
                       f"{cpu_tot:>10.0f}us {cpu_net:>10.0f}us {cpu_net / ping_cpu:>6.1f} "
                       f"{idle * 100:>8.1f}%", flush=True)
+            print()
+        if "1" in sections:
+            lat = protocol_handoff(srv, a.handoffs)
+            med = statistics.median(lat)
+            print("1b) the protocol alone: two processes (Python client) take turns; "
+                  "release sent -> the other holds")
+            print(f"{'':>8} {med:>7.0f}us {pct(lat, 99):>7.0f}us {med / rtt:>8.1f} "
+                  f"{med / hot:>6.1f}   (median, p99, /RTT, x hot)")
             print()
         if "4" in sections:
             print("4) the same handoff with a 100 ms polling peer (redis-py Lock, sleep=0.1)")

@@ -58,8 +58,9 @@ local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 -- Every key but the fencing counter expires by itself no earlier than the
 -- last lease it records, so a crashed holder or waiter leaves nothing
 -- behind. Expiries are extended only when needed, after a PTTL (a read: a
--- PEXPIREAT is a write and costs twice as much), and shortened only by tidy,
--- so a key may outlive its last lease a little, never the other way round.
+-- PEXPIREAT is a write and costs twice as much), and shortened only by tidy
+-- (which sets I and M to the longest of H, S and L), so a key may outlive
+-- its last lease a little, never the other way round.
 
 -- cover(key, at): key lives at least until `at` (a missing key is left alone).
 local function cover(key, at)
