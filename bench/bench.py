@@ -113,7 +113,10 @@ def netstrings(fields):
 
 class RlockClient:
     """LockClient::acquire/release of src/lock/lock.cpp, in Python: one
-    EVALSHA per attempt, BLPOP on the waiter's own wake list in between."""
+    EVALSHA, then BLPOP on the waiter's own wake list with the next EVALSHA
+    pipelined behind it (the release grants the lock to the head waiter and
+    pushes the grant; the pipelined acquire confirms it in the same round
+    trip, or refreshes the waiter's place after a block without news)."""
 
     def __init__(self, port, name):
         self.r = redis.Redis(host="127.0.0.1", port=port)
@@ -124,12 +127,16 @@ class RlockClient:
 
     def acquire(self, ttl_ms=30000):
         token = os.urandom(16).hex()
-        while True:
-            reply = self.script(keys=self.keys, args=["acquire", token, "exclusive", 1, ttl_ms,
-                                                      self.blob, 1, WAITER_LEASE_MS])
-            if reply[0] == 1:
-                return token
-            self.r.blpop([wake_key(self.name, token)], timeout=RECHECK_S)
+        args = ["acquire", token, "exclusive", 1, ttl_ms, self.blob, 1, WAITER_LEASE_MS]
+        reply = self.script(keys=self.keys, args=args)
+        while reply[0] != 1:
+            # Raw EVALSHA (the script is loaded by the call above): a redis-py
+            # Script in a pipeline would add a SCRIPT EXISTS round trip.
+            pipe = self.r.pipeline(transaction=False)
+            pipe.blpop([wake_key(self.name, token)], timeout=RECHECK_S)
+            pipe.execute_command("EVALSHA", self.script.sha, len(self.keys), *self.keys, *args)
+            reply = pipe.execute()[1]
+        return token
 
     def release(self, token):
         return self.script(keys=self.keys, args=["release", token])
@@ -334,6 +341,128 @@ def polling_handoff(srv, waiters, handoffs):
     return lat, cpu / handoffs * 1e6
 
 
+def _pingpong_worker(port, name, rounds, out):
+    cl = RlockClient(port, name)
+    for _ in range(rounds):
+        tok = cl.acquire()
+        out.put(("held", time.monotonic()))
+        # Long enough for the other process to queue and block in BLPOP, so
+        # that the handoff starts from idle processes, like the idle RTT.
+        time.sleep(0.01)
+        out.put(("release", time.monotonic()))
+        cl.release(tok)
+
+
+def protocol_handoff(srv, rounds):
+    """The protocol alone: two processes with the Python client take turns;
+    a handoff is from one sending its release to the other holding (its
+    pipelined confirmation answered). No process start, no pipe back to a
+    driver: what `rlock` itself adds is in 1)."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    ps = [ctx.Process(target=_pingpong_worker, args=(srv.port, "pingpong", rounds, out))
+          for _ in range(2)]
+    for p in ps:
+        p.start()
+    events = sorted(out.get(timeout=120) for _ in range(4 * rounds))
+    for p in ps:
+        p.join(30)
+    # Sorted by kind, then time: pair each release with the next hold.
+    releases = sorted(t for kind, t in events if kind == "release")
+    holds = sorted(t for kind, t in events if kind == "held")
+    lat = []
+    for r in releases:
+        nxt = next((h for h in holds if h > r), None)
+        if nxt is not None:
+            lat.append((nxt - r) * 1e6)
+    return lat
+
+
+# --- whole processes ---------------------------------------------------------------
+
+# The section every process runs: two bash builtins around a 20 ms sleep, so
+# that the log holds when each command started and ended (EPOCHREALTIME: one
+# system-wide clock, microseconds).
+SECTION = 'echo "s $EPOCHREALTIME" >>"$1"; sleep 0.02; echo "e $EPOCHREALTIME" >>"$1"'
+
+POLL_WRAPPER = r"""
+import subprocess, sys, redis
+r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
+lk = r.lock(sys.argv[2], timeout=60)  # sleep=0.1, the default
+open(sys.argv[3], "a").write("ready\n")
+lk.acquire()
+subprocess.run(["bash", "-c", sys.argv[4], "section", sys.argv[5]])
+lk.release()
+"""
+
+
+def section_gaps(log):
+    """Time from each command's end to the next command's start (us)."""
+    events = []
+    with open(log) as f:
+        for line in f:
+            kind, at = line.split()
+            events.append((float(at), kind))
+    events.sort()
+    gaps, last_end = [], None
+    for at, kind in events:
+        if kind == "s" and last_end is not None:
+            gaps.append((at - last_end) * 1e6)
+        elif kind == "e":
+            last_end = at
+    return gaps
+
+
+def process_handoff(srv, rlock, procs):
+    """Whole-process handoff: `procs` commands queued for one lock, each
+    started by its own wrapper process (`rlock run`, or a Python process
+    holding a redis-py Lock), all waiting before the first release. Returns
+    the gaps (us) between one command's end and the next one's start, for
+    rlock and for the polling lock."""
+    tmp = tempfile.mkdtemp(prefix="rlock-bench-proc.")
+    env = dict(os.environ, RLOCK_URL=srv.url)
+    for k in ("RLOCK_PREFIX", "RLOCK_CONFIG", "REDIS_URL"):
+        env.pop(k, None)
+    r = srv.client()
+    out = []
+    # rlock run: the driver holds the lock until every wrapper is queued.
+    log = os.path.join(tmp, "rlock.log")
+    driver = RlockClient(srv.port, "proc-rlock")
+    token = driver.acquire(ttl_ms=600000)
+    ps = [subprocess.Popen([rlock, "run", "-w", "10m", "proc-rlock", "--", "bash", "-c", SECTION,
+                            "section", log], env=env, stdin=subprocess.DEVNULL)
+          for _ in range(procs)]
+    wait_until(lambda: r.zcard(lock_keys("proc-rlock")[2]) == procs, 60, "run wrappers to queue")
+    time.sleep(RECHECK_S + 0.2)
+    driver.release(token)
+    for p in ps:
+        p.wait(120)
+    out.append(section_gaps(log))
+    # redis-py Lock: the driver holds it until every wrapper said it is ready.
+    log = os.path.join(tmp, "poll.log")
+    ready = os.path.join(tmp, "ready")
+    holder = Lock(r, "proc-poll", timeout=600)
+    holder.acquire()
+    ps = [subprocess.Popen(["/usr/bin/python3", "-c", POLL_WRAPPER, str(srv.port), "proc-poll",
+                            ready, SECTION, log], stdin=subprocess.DEVNULL)
+          for _ in range(procs)]
+
+    def all_ready():
+        try:
+            with open(ready) as f:
+                return len(f.readlines()) == procs
+        except FileNotFoundError:
+            return False
+
+    wait_until(all_ready, 60, "polling wrappers to start")
+    time.sleep(0.5)
+    holder.release()
+    for p in ps:
+        p.wait(120)
+    out.append(section_gaps(log))
+    return out
+
+
 # --- contended throughput ----------------------------------------------------------
 
 
@@ -346,7 +475,7 @@ def _rlock_worker(port, name, seconds, start, out):
         tok = cl.acquire()
         held.append(time.monotonic())
         cl.release(tok)
-    out.put((os.getpid(), held))
+    out.put((os.getpid(), held, end))
 
 
 def _poll_worker(port, name, seconds, start, out):
@@ -359,7 +488,7 @@ def _poll_worker(port, name, seconds, start, out):
         lk.acquire()
         held.append(time.monotonic())
         lk.release()
-    out.put((os.getpid(), held))
+    out.put((os.getpid(), held, end))
 
 
 def throughput(srv, worker, procs, seconds, name):
@@ -370,16 +499,22 @@ def throughput(srv, worker, procs, seconds, name):
     for p in ps:
         p.start()
     time.sleep(0.5)
+    began = time.monotonic()
     start.set()
     results = [out.get(timeout=seconds + 60) for _ in ps]
     for p in ps:
         p.join(30)
-    counts = [len(held) for _, held in results]
+    # Only the window in which all of them contend counts: a process that
+    # woke late from start.wait() also stops late, and alone at the end it
+    # would take the lock again and again, which says nothing about fairness.
+    window_end = min(end for _, _, end in results)
+    window = window_end - began
+    counts = [sum(1 for t in held if t <= window_end) for _, held, _ in results]
     # Handoffs: acquisitions (in time order; CLOCK_MONOTONIC is system-wide)
     # by another process than the previous one.
-    events = sorted((t, pid) for pid, held in results for t in held)
+    events = sorted((t, pid) for pid, held, _ in results for t in held if t <= window_end)
     changes = sum(1 for a, b in zip(events, events[1:]) if a[1] != b[1])
-    return sum(counts) / seconds, counts, changes / seconds
+    return sum(counts) / window, counts, changes / window
 
 
 def shell_throughput(srv, rlock, procs, seconds):
@@ -407,6 +542,9 @@ def main():
     ap.add_argument("--poll-handoffs", type=int, default=60)
     ap.add_argument("--procs", type=int, default=16, help="processes for throughput")
     ap.add_argument("--seconds", type=int, default=5, help="length of each throughput run")
+    ap.add_argument("--sections", default="1,4,5,2",
+                    help="which measurements to run (1+3 handoff, 4 polling peer, "
+                    "5 whole processes, 2 throughput)")
     a = ap.parse_args()
     if not os.access(a.rlock, os.X_OK):
         raise SystemExit(f"no rlock binary at {a.rlock} (use --rlock)")
@@ -422,47 +560,79 @@ def main():
         print(f"Redis CPU of one PING after 10 ms idle: {ping_cpu:.0f} us (the unit of 'pings')")
         print(f"machine: {os.cpu_count()} CPUs; redis {srv.client().info()['redis_version']}")
         print()
-        print("1) handoff latency: holder releases -> next waiter holds "
-              "(real `rlock acquire -w` processes)")
-        print("   and 3) Redis CPU per handoff (INFO used_cpu_sys+user)")
-        print(f"{'waiters':>8} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
-              f"{'p99/RTT':>8} {'cpu/handoff':>12} {'net of idle':>12} {'pings':>6} {'idle cpu':>9}")
-        for n in [int(x) for x in a.waiters.split(",") if x]:
-            lat, cpu_tot, cpu_net, idle = rlock_handoff(srv, a.rlock, n, a.handoffs)
-            med, p99 = statistics.median(lat), pct(lat, 99)
-            print(f"{n:>8} {med:>7.0f}us {p99:>7.0f}us {med / rtt:>8.1f} {med / hot:>6.1f} "
-                  f"{p99 / rtt:>8.1f} "
-                  f"{cpu_tot:>10.0f}us {cpu_net:>10.0f}us {cpu_net / ping_cpu:>6.1f} "
-                  f"{idle * 100:>8.1f}%", flush=True)
-        print()
-        print("4) the same handoff with a 100 ms polling peer (redis-py Lock, sleep=0.1)")
-        print(f"{'waiters':>8} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
-              f"{'cpu/handoff':>12} {'pings':>6}")
-        for n in [int(x) for x in a.poll_waiters.split(",") if x]:
-            lat, cpu = polling_handoff(srv, n, a.poll_handoffs)
-            med, p99 = statistics.median(lat), pct(lat, 99)
-            print(f"{n:>8} {med:>7.0f}us {p99:>7.0f}us {med / rtt:>8.1f} {med / hot:>6.1f} "
-                  f"{cpu:>10.0f}us {cpu / ping_cpu:>6.1f}", flush=True)
-        print()
-        print(f"2) contended throughput: {a.procs} processes, empty critical section, "
-              f"{a.seconds} s each")
-        print(f"{'client':<34} {'ops/s':>9} {'ops*hotRTT':>10} {'min/proc':>9} {'max/proc':>9} "
-              f"{'handoffs/s':>11}")
-        rows = [
-            ("rlock protocol (Python, EVALSHA)", throughput(srv, _rlock_worker, a.procs,
-                                                             a.seconds, "tp-rlock")),
-            ("redis-py Lock (polling 100 ms)", throughput(srv, _poll_worker, a.procs, a.seconds,
-                                                          "tp-poll")),
-            ("rlock binary (shell loop)", shell_throughput(srv, a.rlock, a.procs, a.seconds)),
-        ]
-        for label, (ops, counts, changes) in rows:
-            ch = "-" if changes is None else f"{changes:.0f}"
-            print(f"{label:<34} {ops:>9.0f} {ops * hot / 1e6:>10.3f} {min(counts):>9} "
-                  f"{max(counts):>9} {ch:>11}")
-        fifo, poll = rows[0][1], rows[1][1]
-        print(f"   rlock / polling: {fifo[0] / poll[0]:.2f}x the operations, "
-              f"{fifo[2] / max(poll[2], 1e-9):.1f}x the handoffs between processes, "
-              f"{min(fifo[1]) / max(min(poll[1]), 1):.1f}x the slowest process's operations")
+        sections = set(a.sections.split(","))
+        if "1" in sections:
+            print("1) handoff latency: holder releases -> next waiter holds "
+                  "(real `rlock acquire -w` processes)")
+            print("   and 3) Redis CPU per handoff (INFO used_cpu_sys+user)")
+            print(f"{'waiters':>8} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
+                  f"{'p99/RTT':>8} {'cpu/handoff':>12} {'net of idle':>12} {'pings':>6} "
+                  f"{'idle cpu':>9}")
+            for n in [int(x) for x in a.waiters.split(",") if x]:
+                lat, cpu_tot, cpu_net, idle = rlock_handoff(srv, a.rlock, n, a.handoffs)
+                med, p99 = statistics.median(lat), pct(lat, 99)
+                print(f"{n:>8} {med:>7.0f}us {p99:>7.0f}us {med / rtt:>8.1f} {med / hot:>6.1f} "
+                      f"{p99 / rtt:>8.1f} "
+                      f"{cpu_tot:>10.0f}us {cpu_net:>10.0f}us {cpu_net / ping_cpu:>6.1f} "
+                      f"{idle * 100:>8.1f}%", flush=True)
+            print()
+        if "1" in sections:
+            lat = protocol_handoff(srv, a.handoffs)
+            med = statistics.median(lat)
+            print("1b) the protocol alone: two processes (Python client) take turns; "
+                  "release sent -> the other holds")
+            print(f"{'':>8} {med:>7.0f}us {pct(lat, 99):>7.0f}us {med / rtt:>8.1f} "
+                  f"{med / hot:>6.1f}   (median, p99, /RTT, x hot)")
+            print()
+        if "4" in sections:
+            print("4) the same handoff with a 100 ms polling peer (redis-py Lock, sleep=0.1)")
+            print(f"{'waiters':>8} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
+                  f"{'cpu/handoff':>12} {'pings':>6}")
+            for n in [int(x) for x in a.poll_waiters.split(",") if x]:
+                lat, cpu = polling_handoff(srv, n, a.poll_handoffs)
+                med, p99 = statistics.median(lat), pct(lat, 99)
+                print(f"{n:>8} {med:>7.0f}us {p99:>7.0f}us {med / rtt:>8.1f} {med / hot:>6.1f} "
+                      f"{cpu:>10.0f}us {cpu / ping_cpu:>6.1f}", flush=True)
+            print()
+        if "5" in sections:
+            print(f"5) whole-process handoff: {a.procs} commands queued, each started by its "
+                  "own wrapper; one command ends -> the next starts")
+            print(f"{'wrapper':<34} {'median':>9} {'p90':>9} {'med/RTT':>8}")
+            gaps_rlock, gaps_poll = process_handoff(srv, a.rlock, a.procs)
+            for label, gaps in (("rlock run", gaps_rlock),
+                                ("redis-py Lock (python wrapper)", gaps_poll)):
+                med = statistics.median(gaps)
+                print(f"{label:<34} {med:>7.0f}us {pct(gaps, 90):>7.0f}us {med / rtt:>8.1f}",
+                      flush=True)
+            ratio = statistics.median(gaps_rlock) / statistics.median(gaps_poll)
+            print(f"   rlock run / redis-py Lock: {ratio:.2f}x the time from one command's end "
+                  "to the next one's start")
+            print()
+        if "2" in sections:
+            print(f"2) contended throughput: {a.procs} processes, empty critical section, "
+                  f"{a.seconds} s each")
+            print(f"{'client':<34} {'ops/s':>9} {'ops*hotRTT':>10} {'min/proc':>9} "
+                  f"{'max/proc':>9} {'handoffs/s':>11} {'spread':>7}")
+            rows = [
+                ("rlock protocol (Python, EVALSHA)", throughput(srv, _rlock_worker, a.procs,
+                                                                 a.seconds, "tp-rlock")),
+                ("redis-py Lock (polling 100 ms)", throughput(srv, _poll_worker, a.procs,
+                                                              a.seconds, "tp-poll")),
+                ("rlock binary (shell loop)", shell_throughput(srv, a.rlock, a.procs,
+                                                               a.seconds)),
+            ]
+            for label, (ops, counts, changes) in rows:
+                ch = "-" if changes is None else f"{changes:.0f}"
+                # Fairness: the largest distance of one process's count from
+                # the mean, in percent of the mean (FIFO: within 10%).
+                mean = sum(counts) / len(counts)
+                spread = max(abs(c - mean) for c in counts) / max(mean, 1e-9) * 100
+                print(f"{label:<34} {ops:>9.0f} {ops * hot / 1e6:>10.3f} {min(counts):>9} "
+                      f"{max(counts):>9} {ch:>11} {spread:>6.0f}%")
+            fifo, poll = rows[0][1], rows[1][1]
+            print(f"   rlock / polling: {fifo[0] / poll[0]:.2f}x the operations, "
+                  f"{fifo[2] / max(poll[2], 1e-9):.1f}x the handoffs between processes, "
+                  f"{min(fifo[1]) / max(min(poll[1]), 1):.1f}x the slowest process's operations")
     finally:
         srv.stop()
 

@@ -57,6 +57,22 @@ class Backend {
   virtual Result<void> wait_for_wake(const std::string& name, const std::string& token,
                                      Millis block) = 0;
 
+  /// Blocks like wait_for_wake, then runs `then` (the waiter's acquire, which
+  /// confirms a grant pushed to it, or refreshes its place), pipelined
+  /// behind the BLPOP on the same connection: the server runs it as soon as
+  /// the BLPOP is answered, so a woken waiter learns that it holds the lock
+  /// in the same round trip as the wake-up. Returns the call's outcome, or
+  /// nullopt when it was not run (a backend that cannot pipeline, such as a
+  /// quorum, only waits; a wake-up that was not one): the caller then asks
+  /// itself.
+  virtual Result<std::optional<Outcome>> wait_then_run(const std::string& name,
+                                                       const std::string& token, Millis block,
+                                                       const lock::Call& then) {
+    (void)then;
+    if (auto woke = wait_for_wake(name, token, block); !woke) return std::unexpected(woke.error());
+    return std::nullopt;
+  }
+
   /// Runs `call` on every live lock under the prefix, on every server that
   /// holds locks, sorted by name.
   virtual Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) = 0;

@@ -145,6 +145,8 @@ class ClusterBackend final : public Backend {
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
   Result<void> wait_for_wake(const std::string& name, const std::string& token,
                              Millis block) override;
+  Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
+                                               Millis block, const lock::Call& then) override;
   Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
 
   void set_interrupt_fd(int fd) override {
@@ -185,6 +187,9 @@ class ClusterBackend final : public Backend {
   /// The connection to `node`, opened (within `deadline`) if needed.
   Result<redis::Connection*> connection(const NodeAddress& node, Deadline deadline);
   void drop(const NodeAddress& node) { m_connections.erase(node.text()); }
+  /// What a failed BLPOP on `node` means for the wait (see wait_for_wake):
+  /// nothing (ask again) or an error.
+  Result<void> wait_failed(const Error& error, const NodeAddress& node, Deadline deadline);
   /// The master of `slot`, loading the map first when it is stale or does
   /// not know the slot.
   Result<NodeAddress> route(int slot, Deadline deadline);
@@ -391,13 +396,15 @@ Result<void> ClusterBackend::wait_for_wake(const std::string& name, const std::s
   if (!node) return std::unexpected(node.error());
   auto conn = connection(*node, Clock::now() + command_timeout());
   if (!conn) return std::unexpected(conn.error());
-  const std::vector<std::string> blpop{
-      "BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
-  auto woke = (*conn)->command(blpop, deadline);
+  auto woke = (*conn)->command(blpop_command(key, block), deadline);
   if (woke) return {};
-  const Error& error = woke.error();
+  return wait_failed(woke.error(), *node, deadline);
+}
+
+Result<void> ClusterBackend::wait_failed(const Error& error, const NodeAddress& node,
+                                         Deadline deadline) {
   if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted) {
-    drop(*node);
+    drop(node);
     m_stale = true;
   }
   // The slot moved, the master turned replica, the Cluster is settling:
@@ -407,13 +414,42 @@ Result<void> ClusterBackend::wait_for_wake(const std::string& name, const std::s
   if (server_kind(error, {redis::ServerError::moved, redis::ServerError::ask,
                           redis::ServerError::readonly, redis::ServerError::unblocked,
                           redis::ServerError::clusterdown, redis::ServerError::tryagain})) {
-    if (auto redirect = parse_redirect(error.message, node->host); redirect && !redirect->ask)
+    if (auto redirect = parse_redirect(error.message, node.host); redirect && !redirect->ask)
       set_owner(redirect->slot, redirect->node);
     m_stale = true;
     (void)pause_before_retry(Millis(100), deadline, m_interrupt_fd);
     return {};
   }
   return std::unexpected(error);
+}
+
+Result<std::optional<Outcome>> ClusterBackend::wait_then_run(const std::string& name,
+                                                             const std::string& token, Millis block,
+                                                             const lock::Call& then) {
+  const Deadline deadline = Clock::now() + block + command_timeout();
+  const auto keys = lock::lock_keys(m_target.prefix, name);
+  const std::string key = lock::wake_key(m_target.prefix, name, token);
+  // The wake list and the lock's keys share its hash tag: one node for the
+  // BLPOP and the script behind it.
+  auto node = route(key_slot(key), Clock::now() + command_timeout());
+  if (!node) return std::unexpected(node.error());
+  auto conn = connection(*node, Clock::now() + command_timeout());
+  if (!conn) return std::unexpected(conn.error());
+  const auto blpop = blpop_command(key, block);
+  redis::Reply woke;
+  const std::string where = (*conn)->describe();
+  auto outcome = execute(**conn, m_target.replicas, m_replicas_seen[node->text()], keys, then,
+                         deadline, false, &blpop, &woke);
+  // A refused BLPOP (MOVED, READONLY, ...) explains the script's refusal
+  // too; otherwise a failed script is handled as a failed wait: ask again
+  // through run(), which follows redirections and failovers.
+  if (woke.is_error() || !outcome) {
+    const Error error = woke.is_error() ? redis::server_failure(where, woke.str) : outcome.error();
+    if (auto failed = wait_failed(error, *node, deadline); !failed)
+      return std::unexpected(failed.error());
+    return std::nullopt;
+  }
+  return std::optional<Outcome>(std::move(*outcome));
 }
 
 Result<std::vector<NamedReply>> ClusterBackend::run_on_every_lock(const lock::Call& call) {

@@ -58,6 +58,10 @@ Result<void> Backoff::pause(const Error& error, const std::string& where,
   return {};
 }
 
+std::vector<std::string> blpop_command(const std::string& key, Millis block) {
+  return {"BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
+}
+
 bool server_kind(const Error& error, std::initializer_list<redis::ServerError> kinds) {
   return error.code == Error::Code::server &&
          std::find(kinds.begin(), kinds.end(), error.server) != kinds.end();
@@ -75,7 +79,8 @@ std::string acl_user_of(const redis::ConnectOptions& o) {
 
 Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
                         int& replicas_seen, const std::vector<std::string>& keys,
-                        const lock::Call& call, Deadline deadline, bool asking) {
+                        const lock::Call& call, Deadline deadline, bool asking,
+                        const std::vector<std::string>* first, redis::Reply* first_reply) {
   const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
   // With --replicas all, ROLE travels with the script (one round trip) and
   // says how many replicas are connected at this moment (never fewer than
@@ -86,7 +91,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   const bool ask_role = acknowledge && replicas.all();
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
-  if (!ask_role && !asking) {
+  if (!ask_role && !asking && !first) {
     reply = conn.eval(lock_script(), keys, call.args, deadline);
   } else {
     // After ASKING the node runs only the very next command for the
@@ -98,12 +103,14 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     script.insert(script.end(), keys.begin(), keys.end());
     script.insert(script.end(), call.args.begin(), call.args.end());
     std::vector<std::vector<std::string>> commands;
+    if (first) commands.push_back(*first);
     if (ask_role) commands.push_back({"ROLE"});
     if (asking) commands.push_back({"ASKING"});
     commands.push_back(std::move(script));
     auto replies = conn.pipeline(commands, deadline);
     if (!replies) return std::unexpected(replies.error());
-    if (ask_role) role = std::move(replies->front());
+    if (first && first_reply) *first_reply = std::move(replies->front());
+    if (ask_role) role = std::move((*replies)[first ? 1 : 0]);
     auto& last = replies->back();
     if (is_noscript(last)) {
       reply = conn.eval(lock_script(), keys, call.args, deadline);  // loads it again

@@ -42,6 +42,10 @@ class Backoff {
   Millis m_pause{100};
 };
 
+/// BLPOP on a waiter's wake list `key` for at most `block`: fractional
+/// seconds (Redis >= 6.0); it returns early when a grant is pushed there.
+std::vector<std::string> blpop_command(const std::string& key, Millis block);
+
 /// Whether `error` is a server reply of one of `kinds`.
 bool server_kind(const Error& error, std::initializer_list<redis::ServerError> kinds);
 
@@ -55,10 +59,15 @@ std::string acl_user_of(const redis::ConnectOptions& options);
 /// connected now (the first sign of a failover is the promoted replica
 /// leaving the old master, which still takes writes the new master never
 /// sees). With `asking` (a Cluster ASK redirection), ASKING goes right
-/// before the script.
+/// before the script. With `first` (a waiter's BLPOP), that command goes
+/// ahead of everything in the same write, and its reply is put in
+/// `first_reply`: the script then runs as soon as the server has answered
+/// it, without another round trip.
 Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
                         int& replicas_seen, const std::vector<std::string>& keys,
-                        const lock::Call& call, Deadline deadline, bool asking = false);
+                        const lock::Call& call, Deadline deadline, bool asking = false,
+                        const std::vector<std::string>* first = nullptr,
+                        redis::Reply* first_reply = nullptr);
 
 /// The names of every lock whose meta key SCAN finds on `conn`, sorted,
 /// without duplicates. Bounded in steps and time (a broken server's cursor

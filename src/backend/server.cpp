@@ -24,6 +24,8 @@ class ServerBackend final : public Backend {
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
   Result<void> wait_for_wake(const std::string& name, const std::string& token,
                              Millis block) override;
+  Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
+                                               Millis block, const lock::Call& then) override;
   Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
 
   void set_interrupt_fd(int fd) override {
@@ -96,6 +98,9 @@ class ServerBackend final : public Backend {
   /// becomes a Cluster backend if it is. A server that refuses INFO (an
   /// ACL without +info) is taken for a plain server.
   Result<void> probe_cluster(Deadline deadline);
+  /// What a failed BLPOP means for the wait (see wait_for_wake): nothing
+  /// (ask again) or an error.
+  Result<void> wait_failed(const Error& error);
 
   Target m_target;
   std::optional<redis::Connection> m_connection;
@@ -235,14 +240,13 @@ Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::st
   const Deadline deadline = Clock::now() + block + command_timeout();
   auto conn = connection(deadline);
   if (!conn) return std::unexpected(conn.error());
-  // BLPOP takes fractional seconds (Redis >= 6.0); it returns early when a
-  // release pushes to our wake list.
-  const std::vector<std::string> blpop{
-      "BLPOP", lock::wake_key(m_target.prefix, name, token),
-      fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
-  auto woke = (*conn)->command(blpop, deadline);
+  auto woke = (*conn)->command(blpop_command(lock::wake_key(m_target.prefix, name, token), block),
+                               deadline);
   if (woke) return {};
-  const Error& error = woke.error();
+  return wait_failed(woke.error());
+}
+
+Result<void> ServerBackend::wait_failed(const Error& error) {
   if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted)
     m_connection.reset();
   // A master turned replica unblocks its clients (UNBLOCKED) or refuses
@@ -258,6 +262,36 @@ Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::st
     return {};
   }
   return std::unexpected(error);
+}
+
+Result<std::optional<Outcome>> ServerBackend::wait_then_run(const std::string& name,
+                                                            const std::string& token, Millis block,
+                                                            const lock::Call& then) {
+  if (m_probe_cluster) (void)probe_cluster(Clock::now() + command_timeout());
+  if (m_cluster) return m_cluster->wait_then_run(name, token, block, then);
+  const Deadline deadline = Clock::now() + block + command_timeout();
+  auto conn = connection(deadline);
+  if (!conn) return std::unexpected(conn.error());
+  const auto keys = lock::lock_keys(m_target.prefix, name);
+  const auto blpop = blpop_command(lock::wake_key(m_target.prefix, name, token), block);
+  redis::Reply woke;
+  const std::string where = (*conn)->describe();
+  auto outcome = execute(**conn, m_target.replicas, m_replicas_seen, keys, then, deadline, false,
+                         &blpop, &woke);
+  // A refused BLPOP (the master turned replica, the list is on another
+  // Cluster node) explains the script's refusal too; otherwise a failed
+  // script is handled as a failed wait: ask again through run(), which
+  // follows failovers and redirections.
+  if (woke.is_error() || !outcome) {
+    const Error error = woke.is_error() ? redis::server_failure(where, woke.str) : outcome.error();
+    if (auto failed = wait_failed(error); !failed) return std::unexpected(failed.error());
+    return std::nullopt;
+  }
+  // As in run(): fewer acknowledgements than replicas seen may be a
+  // failover in progress.
+  if (outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() && sentinel())
+    m_connection.reset();
+  return std::optional<Outcome>(std::move(*outcome));
 }
 
 Result<std::vector<NamedReply>> ServerBackend::run_on_every_lock(const lock::Call& call) {

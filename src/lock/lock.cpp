@@ -70,7 +70,11 @@ Result<backend::Outcome> LockClient::run(const std::string& name, const Call& ca
 Result<Attempt> LockClient::attempt(const Request& request, const std::string& token, bool enqueue,
                                     std::optional<Deadline> deadline) {
   const Call call = acquire_call(request, token, enqueue);
-  auto outcome = run(request.name, call, deadline);
+  return settle(request, token, call, run(request.name, call, deadline));
+}
+
+Result<Attempt> LockClient::settle(const Request& request, const std::string& token,
+                                   const Call& call, Result<backend::Outcome> outcome) {
   if (!outcome) return std::unexpected(outcome.error());
   auto attempt = decode_attempt(request, outcome->reply);
   if (!attempt || !attempt->acquired || !outcome->ack || outcome->ack->enough()) return attempt;
@@ -168,10 +172,13 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
   };
   bool queued = false;
   std::optional<Deadline> outage_since;
+  // The try the last wait already made (pipelined behind its BLPOP).
+  std::optional<Result<Attempt>> made;
   for (;;) {
     // A lost reply after the server took the lock for us is harmless: the
     // backend sends the same token again, and the script answers "held".
-    auto tried = attempt(request, *token, blocking, try_deadline());
+    auto tried = made ? std::move(*made) : attempt(request, *token, blocking, try_deadline());
+    made.reset();
     if (!tried) {
       auto retry =
           ride_out(tried.error(), queued, blocking, outage_since, give_up_at, interrupt_fd);
@@ -199,9 +206,19 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
       }
       block = std::min(block, left);
     }
-    if (auto woke = m_backend->wait_for_wake(request.name, *token, block); !woke) {
+    // The release (or whatever frees a place) grants the lock to the head of
+    // the queue itself and pushes the grant onto its wake list. The acquire
+    // sent behind the BLPOP then finds the lock held by this token and
+    // confirms it for the whole TTL (the pushed grant is short: see
+    // GRANT_MS in lock.lua), in the round trip of the wake-up; or, after a
+    // block without news, refreshes our place, as a re-check.
+    const Call again = acquire_call(request, *token, true);
+    auto woke = m_backend->wait_then_run(request.name, *token, block, again);
+    if (!woke) {
       auto retry = ride_out(woke.error(), queued, blocking, outage_since, give_up_at, interrupt_fd);
       if (!retry) return give_up(retry.error());
+    } else if (*woke) {
+      made = settle(request, *token, again, std::move(**woke));
     }
   }
 }

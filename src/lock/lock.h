@@ -17,7 +17,7 @@
 namespace rlock::lock {
 
 /// A waiter re-checks (and refreshes its lease) this often even without a
-/// notification, so a lost wake-up or a crashed holder never hangs it.
+/// notification, so a lost grant or a crashed holder never hangs it.
 inline constexpr Millis k_recheck_interval{1000};
 /// A queued waiter rides out a Redis restart or failover this long (a
 /// Sentinel failover takes well under 30 s) before giving up as unreachable.
@@ -72,6 +72,10 @@ class LockClient {
   /// timeout from now).
   Result<backend::Outcome> run(const std::string& name, const Call& call,
                                std::optional<Deadline> deadline = std::nullopt);
+  /// The attempt an acquire's `outcome` makes: a grant too few replicas
+  /// acknowledged is given back and reported as unreachable.
+  Result<Attempt> settle(const Request& request, const std::string& token, const Call& call,
+                         Result<backend::Outcome> outcome);
   /// An interrupted waiter leaves the queue, briefly and without the
   /// interrupt fd.
   void leave_queue(const std::string& name, const std::string& token);

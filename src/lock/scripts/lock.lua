@@ -27,8 +27,11 @@
 --                                  entries, each netstrings of now, audit
 --                                  blob, ACL user, id, record, id, record...
 -- ARGV[1] is the operation; the rest depend on it (see each function).
--- Wake lists are KEYS-prefix .. ":w:" .. HASH: one per waiter, so a release
--- wakes exactly the waiters who can proceed (BLPOP on the client side).
+-- Wake lists are KEYS-prefix .. ":w:" .. HASH: one per waiter. Whatever
+-- frees a place grants the lock to the waiters who can proceed (and to no
+-- one else) and pushes each one's fence onto its list (wake_ready); the
+-- waiter's BLPOP returns it, and the acquire it pipelined behind the BLPOP
+-- confirms the grant (see GRANT_MS).
 --
 -- Time is the server's (TIME); the client's clock is never used.
 --
@@ -52,8 +55,56 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 
+-- Every key but the fencing counter expires by itself no earlier than the
+-- last lease it records, so a crashed holder or waiter leaves nothing
+-- behind. Expiries are extended only when needed, after a PTTL (a read: a
+-- PEXPIREAT is a write and costs twice as much), and shortened only by tidy
+-- (which sets I and M to the longest of H, S and L), so a key may outlive
+-- its last lease a little, never the other way round.
+
+-- cover(key, at): key lives at least until `at` (a missing key is left alone).
+local function cover(key, at)
+  local left = redis.call('PTTL', key)
+  if left == -1 or (left >= 0 and now + left < at) then redis.call('PEXPIREAT', key, at) end
+end
+
+-- A holder's lease in `set` now ends at `at`.
+local function cover_holder(set, at)
+  cover(set, at)
+  cover(I, at)
+  cover(M, at)
+end
+
+local function fence_of(token)
+  local record = redis.call('HGET', I, token)
+  if not record then return 0 end
+  return tonumber(string.match(record, '^(%d+)\n'))
+end
+
+-- A holder's acquire: its lease in `set` goes to `ttl` from now and the
+-- reply is its fence (see acquire); nil when `token` holds nothing there
+-- (a lease that ran out does not count: a purge removes it).
+local function confirm(set, token, ttl)
+  local until_ms = tonumber(redis.call('ZSCORE', set, token))
+  if not until_ms or until_ms <= now then return nil end
+  redis.call('ZADD', set, now + ttl, token)
+  cover_holder(set, now + ttl)
+  return { 1, fence_of(token) }
+end
+
+-- The most frequent call, answered before the rest of the script is even
+-- built and before the type check below (the lock is not free: this token
+-- holds it): a waiter confirming the grant handed to it (the acquire it
+-- sent behind its BLPOP), or a retried acquire. A quorum's acquire
+-- (MIN_UPTIME_MS given) goes the long way, through its uptime check.
+if op == 'acquire' and not ARGV[9] then
+  local held = confirm(ARGV[3] == 'shared' and S or H, redis.sha1hex(ARGV[2]), tonumber(ARGV[5]))
+  if held then return held end
+end
+
 -- Refuse to touch keys of another type: a foreign key at our name is an
--- error, never something to overwrite. Every call pays for this, so the full
+-- error, never something to overwrite. Every call but a holder's acquire
+-- (above) pays for this, so the full
 -- check (nine TYPE calls, a third of a cheap call's cost) runs only when the
 -- meta hash is absent, i.e. when the lock is free: while M lives, the other
 -- keys are ours, and a foreign write to one of them since then still fails
@@ -105,24 +156,6 @@ local function purge()
   return removed
 end
 
--- Every key but the fencing counter expires by itself no earlier than the
--- last lease it records, so a crashed holder or waiter leaves nothing
--- behind. Expiries are extended only when needed, after a PTTL (a read: a
--- PEXPIREAT is a write and costs twice as much), and shortened only by tidy,
--- so a key may outlive its last lease a little, never the other way round.
-
--- cover(key, at): key lives at least until `at` (a missing key is left alone).
-local function cover(key, at)
-  local left = redis.call('PTTL', key)
-  if left == -1 or (left >= 0 and now + left < at) then redis.call('PEXPIREAT', key, at) end
-end
-
--- A holder's lease in `set` now ends at `at`.
-local function cover_holder(set, at)
-  cover(set, at)
-  cover(I, at)
-  cover(M, at)
-end
 
 -- A waiter's lease now ends at `at`; `joined` when it just entered the queue.
 -- Q, X and L always get the same expiry, so that they vanish together: a
@@ -142,10 +175,10 @@ local function cover_queue(at, joined)
   end
 end
 
--- After a removal: I and M go at once if nobody holds or waits any more, and
--- otherwise live no longer than the longest-lived of H, S and L (whose
--- expiries bound their members' leases), not until the lease of someone who
--- already left.
+-- After a removal or a handover: I and M go at once if nobody holds or waits
+-- any more, and otherwise live exactly as long as the longest-lived of H, S
+-- and L (whose expiries bound their members' leases): not until the lease
+-- of someone who already left, and no shorter than a grant just handed over.
 local function tidy()
   local latest, forever = 0, false
   for _, key in ipairs({ H, S, L }) do
@@ -157,7 +190,8 @@ local function tidy()
     if redis.call('EXISTS', I, M) > 0 then redis.call('DEL', I, M) end
     return
   end
-  if redis.call('PTTL', M) > latest then
+  local meta = redis.call('PTTL', M)
+  if meta > latest or meta < latest - 1 then
     redis.call('PEXPIREAT', I, now + latest)
     redis.call('PEXPIREAT', M, now + latest)
   end
@@ -182,31 +216,104 @@ local function grantable(mode, rank, seq)
   return rank < limit_of() - redis.call('ZCARD', H)
 end
 
--- Push a wake-up to each waiter who can now proceed, and to no one else.
-local function wake_ready()
+-- How long a grant handed to a waiter by someone else's call (a release, a
+-- purge, a forced release, a waiter leaving) lasts until the new holder
+-- confirms it, if its TTL is longer: the waiter lease (k_waiter_lease). A
+-- waiter that died just before its grant loses it as soon as it would have
+-- lost its place in the queue; a live one confirms at once (the acquire it
+-- sent behind its BLPOP runs as soon as the BLPOP is served).
+local GRANT_MS = 3000
+
+-- The next fence, max(f + 1, TIME in µs), written back to F; nil when the
+-- counter is not an integer below 2^53 - 1 (acquire reports that error; a
+-- handover simply grants nothing and lets the waiter ask itself).
+local fence_counter
+local function next_fence()
+  if fence_counter == nil then
+    local counter = redis.call('GET', F)
+    if counter and not (string.match(counter, '^%d+$') and #counter <= 16 and
+        tonumber(counter) < 2 ^ 53 - 1) then
+      fence_counter = false
+    else
+      fence_counter = tonumber(counter or '0')
+    end
+  end
+  if fence_counter == false then return nil end
+  fence_counter = math.max(fence_counter + 1, now_us)
+  local text = string.format('%.0f', fence_counter)
+  redis.call('SET', F, text)
+  return fence_counter, text
+end
+
+-- Hands the lock to queued waiter `token` in `mode`: it leaves the queue and
+-- holds with a fence, for GRANT_MS or its TTL if shorter, and the grant (its
+-- fence) is pushed onto its wake list, unless `quiet` (the caller itself,
+-- which learns it from the reply). False when the fence counter is broken.
+local function hand_over(token, mode, quiet)
+  local fence, fence_text = next_fence()
+  if not fence then return false end
+  local record = redis.call('HGET', I, token) or ''
+  local rest = string.match(record, '^%d+\n%d+(\n.*)$')
+  local ttl = rest and tonumber(string.match(rest, '^\n%a+\n(%d+)\n'))
+  if not ttl then ttl, rest = 30000, '\n' .. mode .. '\n30000\n' end
+  redis.call('ZREM', Q, token)
+  if mode ~= 'shared' then redis.call('ZREM', X, token) end
+  redis.call('ZREM', L, token)
+  local set = mode == 'shared' and S or H
+  local lease = math.min(ttl, GRANT_MS)
+  redis.call('ZADD', set, now + lease, token)
+  redis.call('HSET', I, token, fence_text .. '\n' .. now .. rest)
+  if not quiet then
+    local key = wake_key(token)
+    redis.call('LPUSH', key, fence_text)
+    redis.call('PEXPIREAT', key, now + lease)
+  end
+  return set, lease
+end
+
+-- Grants the lock to each waiter who can now proceed, and to no one else;
+-- `self` (a queued caller) is granted quietly. Returns true when it granted.
+local function wake_ready(self)
   local head = redis.call('ZRANGE', Q, 0, 0)
-  if #head == 0 then return end
-  local ready
+  if #head == 0 then return false end
+  local ready, mode
   if redis.call('ZSCORE', X, head[1]) == false then
-    if redis.call('ZCARD', H) > 0 then return end
+    if redis.call('ZCARD', H) > 0 then return false end
     -- A shared waiter at the head: it and every shared waiter up to the first
     -- exclusive one can go together.
     local first_x = redis.call('ZRANGE', X, 0, 0, 'WITHSCORES')
     local bound = #first_x > 0 and ('(' .. first_x[2]) or '+inf'
     ready = redis.call('ZRANGEBYSCORE', Q, '-inf', bound)
+    mode = 'shared'
   else
-    if redis.call('ZCARD', S) > 0 then return end
+    if redis.call('ZCARD', S) > 0 then return false end
     local free = limit_of() - redis.call('ZCARD', H)
-    if free <= 0 then return end
+    if free <= 0 then return false end
     ready = free == 1 and { head[1] } or redis.call('ZRANGE', Q, 0, free - 1)
+    mode = 'exclusive'
+    -- A semaphore's places go to the exclusive waiters in order, up to the
+    -- first shared one (it waits for the holders to leave, and nobody
+    -- behind it overtakes it).
+    for k = 2, #ready do
+      if redis.call('ZSCORE', X, ready[k]) == false then
+        for j = #ready, k, -1 do table.remove(ready, j) end
+        break
+      end
+    end
   end
-  -- A wake-up lives as long as the waiter's lease: a dead waiter's is purged
-  -- with it, or expires.
+  -- The set lives as long as the longest grant (not its TTL: a grant that
+  -- is never confirmed must not keep it); the confirmation extends it. I and
+  -- M follow in tidy(), which every caller runs after a handover.
+  local longest, set = 0, nil
   for _, token in ipairs(ready) do
-    local key = wake_key(token)
-    redis.call('LPUSH', key, '1')
-    redis.call('PEXPIREAT', key, tonumber(redis.call('ZSCORE', L, token) or now + 1000))
+    local granted, lease = hand_over(token, mode, token == self)
+    if not granted then break end
+    set = granted
+    if lease > longest then longest = lease end
   end
+  if not set then return false end
+  cover(set, now + longest)
+  return true
 end
 
 local function holder_set(token)
@@ -215,11 +322,6 @@ local function holder_set(token)
   return nil
 end
 
-local function fence_of(token)
-  local record = redis.call('HGET', I, token)
-  if not record then return 0 end
-  return tonumber(string.match(record, '^(%d+)\n'))
-end
 
 -- The lease left until `at`, as a reply integer: a score may be anything a
 -- foreign write put there (+inf would not convert to an integer), so it is
@@ -240,13 +342,14 @@ end
 
 -- acquire TOKEN MODE LIMIT TTL_MS BLOB ENQUEUE LEASE_MS [MIN_UPTIME_MS]
 -- Returns {1, fence} when held (also when this token already held it: a
--- retried acquire is idempotent), {0, position, holder_record, holder_ttl,
--- now} when busy or queued (position 0 = not queued; now, the server's time,
--- dates the record's since_ms), {-1, stored_limit} when the lock is used with
--- another --limit, {-2, uptime_ms} when this server has been up for less than
--- MIN_UPTIME_MS (a quorum member that may have restarted without the locks
--- it held: it grants nothing and queues nobody until it has been up that
--- long, and writes nothing).
+-- retried acquire is idempotent, and it is how a waiter confirms a grant
+-- that was handed to it, extending it to TTL_MS), {0, position,
+-- holder_record, holder_ttl, now} when busy or queued (position 0 = not
+-- queued; now, the server's time, dates the record's since_ms), {-1,
+-- stored_limit} when the lock is used with another --limit, {-2, uptime_ms}
+-- when this server has been up for less than MIN_UPTIME_MS (a quorum member
+-- that may have restarted without the locks it held: it grants nothing and
+-- queues nobody until it has been up that long, and writes nothing).
 local function acquire()
   local token, mode, limit, ttl, blob = redis.sha1hex(ARGV[2]), ARGV[3], tonumber(ARGV[4]),
     tonumber(ARGV[5]), ARGV[6]
@@ -259,6 +362,11 @@ local function acquire()
     local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0') * 1000
     if uptime < min_uptime then return { -2, uptime } end
   end
+  local set = mode == 'shared' and S or H
+  -- A holder's acquire (answered at the top already when no uptime check
+  -- is asked for).
+  local held = ARGV[9] and confirm(set, token, ttl)
+  if held then return held end
   -- A counter that is not an integer below 2^53 - 1 (so that counter + 1 is
   -- exact as a double) cannot give a next fence; a failed script keeps the
   -- writes made before the failure (M without an expiry, a waiter taken out
@@ -269,14 +377,14 @@ local function acquire()
     return redis.error_reply('ERR rlock: the fence counter ' .. F ..
       ' does not hold an integer below 2^53 - 1; the lock is left untouched')
   end
-  counter = tonumber(counter or '0')
+  fence_counter = tonumber(counter or '0')
   local stored = redis.call('HGET', M, 'limit')
   local purged = purge()
   if stored and tonumber(stored) ~= limit then
     -- M may outlive the last lease a little (see cover): a limit nobody
     -- uses any more is forgotten, a live one is an error.
     if redis.call('EXISTS', H, S, L) > 0 then
-      if purged then wake_ready() end
+      if purged and wake_ready() then tidy() end
       return { -1, tonumber(stored) }
     end
     redis.call('DEL', I, M)
@@ -284,10 +392,14 @@ local function acquire()
   end
   if not stored then redis.call('HSET', M, 'limit', limit) end
   cached_limit = limit
-  if purged then wake_ready() end
+  -- A purge may free a place: whoever is next gets it now, this caller too
+  -- (quietly: it learns from this reply).
+  if purged and wake_ready(token) then
+    tidy()
+    held = confirm(set, token, ttl)
+    if held then return held end
+  end
 
-  -- A queued token holds nothing (a grant takes it out of the queue), so the
-  -- common case, a waiter re-checking, needs no holder lookup.
   local rank = redis.call('ZRANK', Q, token)
   local queued = rank ~= false
   local seq
@@ -295,12 +407,6 @@ local function acquire()
     -- Only a shared waiter needs its arrival number (see grantable).
     if mode == 'shared' then seq = redis.call('ZSCORE', Q, token) end
   else
-    local held = holder_set(token)
-    if held then
-      redis.call('ZADD', held, now + ttl, token)
-      cover_holder(held, now + ttl)
-      return { 1, fence_of(token) }
-    end
     rank = redis.call('ZCARD', Q)
   end
   if grantable(mode, rank, seq) then
@@ -308,12 +414,8 @@ local function acquire()
       redis.call('ZREM', Q, token)
       if mode ~= 'shared' then redis.call('ZREM', X, token) end
       redis.call('ZREM', L, token)
-      redis.call('DEL', wake_key(token))
     end
-    local fence = math.max(counter + 1, now_us)
-    local fence_text = string.format('%.0f', fence)
-    redis.call('SET', F, fence_text)
-    local set = mode == 'shared' and S or H
+    local fence, fence_text = next_fence()
     redis.call('ZADD', set, now + ttl, token)
     redis.call('HSET', I, token, fence_text .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
     cover_holder(set, now + ttl)
@@ -328,7 +430,6 @@ local function acquire()
       redis.call('ZREM', X, token)
       redis.call('ZREM', L, token)
       redis.call('HDEL', I, token)
-      redis.call('DEL', wake_key(token))
       wake_ready()
       tidy()
     end
@@ -347,14 +448,16 @@ end
 
 -- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
 -- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
+-- Also confirms a grant handed over to the token.
 local function renew()
   local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
-  if purge() then wake_ready() end
+  local granted = purge() and wake_ready()
   local held = holder_set(token)
   if not held then
     tidy()
     return 0
   end
+  if granted then tidy() end
   if ttl <= 0 then
     ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
       or 30000
@@ -365,14 +468,14 @@ local function renew()
 end
 
 -- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
--- A retried release is harmless: it answers 0 and changes nothing.
+-- A retried release is harmless: it answers 0 and changes nothing. The
+-- place it frees goes to the next waiter(s) at once (wake_ready).
 local function release()
   local token = redis.sha1hex(ARGV[2])
   purge()
-  local held = holder_set(token)
-  local found = held ~= nil
-  if held then
-    redis.call('ZREM', held, token)
+  -- ZREM answers whether it held: no lookup first.
+  local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
+  if found then
     redis.call('HDEL', I, token)
   elseif redis.call('ZSCORE', Q, token) then
     redis.call('ZREM', Q, token)
@@ -381,7 +484,7 @@ local function release()
     redis.call('HDEL', I, token)
     found = true
   end
-  redis.call('DEL', wake_key(token))
+  -- I and M live no longer than the longest lease left, the grants' included.
   wake_ready()
   tidy()
   return found and 1 or 0

@@ -1,0 +1,217 @@
+#!/usr/bin/env bats
+# Handoff in one round trip: whatever frees a place (a release, a forced
+# release, a waiter giving up, the purge of an expired holder) grants the
+# lock to the waiter(s) at the head of the queue in the same script, so a
+# woken waiter already holds the lock. The waiters here are SIGSTOPped while
+# the place is freed: a stopped waiter cannot ask for anything, so whatever
+# it holds afterwards was handed to it.
+
+load helpers
+
+setup_file() {
+  start_redis
+}
+
+teardown_file() {
+  stop_redis
+}
+
+teardown() {
+  kill_bg_pids
+}
+
+# --- helpers of this file ----------------------------------------------------
+
+# holders NAME: "OWNER:TTL_MS:FENCE" of each holder of NAME, one per line, in
+# the order status lists them.
+holders() {
+  "$RLOCK" status "$1" --json 2>/dev/null |
+    "$PYTHON" -c 'import json,sys
+for h in json.load(sys.stdin)["holders"]: print("%s:%d:%d" % (h["owner"], h["ttl_ms"], h["fence"]))'
+}
+
+# waiter_owners NAME: the owners of NAME's waiters, in queue order.
+waiter_owners() {
+  "$RLOCK" status "$1" --json 2>/dev/null |
+    "$PYTHON" -c 'import json,sys
+for w in json.load(sys.stdin)["waiters"]: print(w["owner"])'
+}
+
+# queue TAG NAME ARGS...: a waiter `acquire NAME -w 20s --owner TAG ARGS...`
+# in the background, and waits until the queue has grown by one.
+queue() {
+  local tag="$1" name="$2" before
+  shift 2
+  before="$(waiters "$name")"
+  bg_rlock "$tag" acquire "$name" -w 20s --owner "$tag" "$@"
+  wait_waiters "$name" $((before + 1))
+}
+
+cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
+
+# blocked: how many clients the server has blocked (in BLPOP).
+blocked() { rcli info clients | tr -d '\r' | sed -n 's/^blocked_clients://p'; }
+
+# stop_blocked N TAG...: SIGSTOPs the waiters TAG... each while it is blocked
+# in BLPOP (N: how many clients must be blocked then). A waiter stopped in
+# the instant between two tries would not be blocked, and its grant would
+# wait for it: that one is let go on and stopped again.
+stop_blocked() {
+  local want="$1" i tag
+  shift
+  for ((i = 0; i < 50; i++)); do
+    for tag in "$@"; do kill -STOP "$(cat "$BATS_TEST_TMPDIR/$tag.pid")"; done
+    (($(blocked) == want)) && return 0
+    for tag in "$@"; do cont_bg "$tag"; done
+    sleep 0.1
+  done
+  fail "the waiters $* were never all blocked in BLPOP"
+}
+
+# --- tests -------------------------------------------------------------------
+
+@test "handoff: the release itself hands the lock to the head waiter, fence and full TTL included" {
+  rl 0 acquire one --json -t 30s
+  local holder fence
+  holder="$(json 'd["token"]')"
+  fence="$(json 'd["fence"]')"
+  queue B one -t 40s
+  queue C one -t 40s
+  # B can do nothing from now on: whatever it holds after the release was
+  # granted by the release and confirmed by the acquire it had already sent
+  # behind its BLPOP.
+  stop_blocked 2 B
+  rl 0 release one --token "$holder"
+  run holders one
+  assert_line --index 0 --regexp '^B:'
+  assert_equal "${#lines[@]}" 1
+  local ttl="${lines[0]#B:}" got
+  got="${ttl#*:}"
+  ttl="${ttl%%:*}"
+  # Confirmed for its whole TTL (40 s), not the 3 s of an unconfirmed grant.
+  if ((ttl < 30000)); then fail "B holds for ${ttl} ms only"; fi
+  assert_greater "$got" "$fence"
+  run waiter_owners one
+  assert_output C
+  cont_bg B
+  bg_wait B 0
+  assert_regex "$output" '^[0-9a-f]{32}$'
+  rl 0 release one --token "$output"
+  bg_wait C 0
+  rl 0 release one --token "$output"
+}
+
+@test "handoff: a granted waiter that died before confirming loses the grant within the waiter lease" {
+  rl 0 acquire dead -t 30s
+  local holder="$output"
+  queue B dead -t 30s
+  queue C dead -t 30s
+  # Killed while blocked: its connection closes, so no confirmation can run.
+  kill -KILL "$(cat "$BATS_TEST_TMPDIR/B.pid")"
+  sleep 0.3
+  local t0 t1 ms
+  t0="$(date +%s%N)"
+  rl 0 release dead --token "$holder"
+  # The grant went to B anyway (it was still queued), for the waiter lease.
+  run holders dead
+  assert_line --index 0 --regexp '^B:'
+  local ttl="${lines[0]#B:}"
+  ttl="${ttl%%:*}"
+  if ((ttl > 3000)); then fail "an unconfirmed grant lasts ${ttl} ms"; fi
+  bg_wait C 0 10
+  t1="$(date +%s%N)"
+  ms=$(((t1 - t0) / 1000000))
+  echo "# C held ${ms} ms after the release" >&3
+  # Grant 3 s + C's 1 s re-check + slack for a loaded machine.
+  if ((ms > 5500)); then fail "C waited ${ms} ms after the release"; fi
+  run holders dead
+  assert_line --index 0 --regexp '^C:'
+  rl 0 release dead --token "$(cat "$BATS_TEST_TMPDIR/C.out")"
+}
+
+@test "handoff: a semaphore release grants the freed places to the next waiters in order" {
+  rl 0 acquire sem -l 2 -t 30s
+  local a1="$output"
+  rl 0 acquire sem -l 2 -t 30s
+  local a2="$output"
+  queue B1 sem -l 2 -t 30s
+  queue B2 sem -l 2 -t 30s
+  queue B3 sem -l 2 -t 30s
+  stop_blocked 3 B1 B2
+  rl 0 release sem --token "$a1"
+  rl 0 release sem --token "$a2"
+  run holders sem
+  assert_equal "${#lines[@]}" 2
+  assert_output --regexp 'B1:'
+  assert_output --regexp 'B2:'
+  run waiter_owners sem
+  assert_output B3
+  cont_bg B1
+  cont_bg B2
+  bg_wait B1 0
+  rl 0 release sem --token "$output"
+  bg_wait B2 0
+  rl 0 release sem --token "$output"
+  bg_wait B3 0
+  rl 0 release sem --token "$output"
+}
+
+@test "handoff: shared waiters ahead of the first exclusive one are granted together" {
+  rl 0 acquire rw -t 30s
+  local writer="$output"
+  queue S1 rw -s -t 30s
+  queue S2 rw -s -t 30s
+  queue E rw -t 30s
+  queue S3 rw -s -t 30s
+  stop_blocked 4 S1 S2
+  rl 0 release rw --token "$writer"
+  run holders rw
+  assert_equal "${#lines[@]}" 2
+  assert_output --regexp 'S1:'
+  assert_output --regexp 'S2:'
+  # The writer queued before S3 is not overtaken by it.
+  run waiter_owners rw
+  assert_output "$(printf 'E\nS3')"
+  cont_bg S1
+  cont_bg S2
+  bg_wait S1 0
+  rl 0 release rw --token "$output"
+  bg_wait S2 0
+  rl 0 release rw --token "$output"
+  bg_wait E 0
+  rl 0 release rw --token "$output"
+  bg_wait S3 0
+  rl 0 release rw --token "$output"
+}
+
+@test "handoff: a forced release hands the lock to the head waiter" {
+  rl 0 acquire forced -t 30s
+  queue B forced -t 30s
+  stop_blocked 1 B
+  rl 0 release forced --force
+  run holders forced
+  assert_line --index 0 --regexp '^B:'
+  cont_bg B
+  bg_wait B 0
+  rl 0 release forced --token "$output"
+}
+
+@test "handoff: a waiter giving up hands the lock to those it held back" {
+  # A reader holds; a writer queues, then gives up (SIGTERM: it leaves the
+  # queue); the reader queued behind the writer (stopped) gets the lock
+  # from the writer's leaving call.
+  rl 0 acquire leave -s -t 30s
+  local reader="$output"
+  queue E leave -t 30s
+  queue S leave -s -t 30s
+  stop_blocked 2 S
+  kill -TERM "$(cat "$BATS_TEST_TMPDIR/E.pid")"
+  bg_wait E 143
+  run holders leave
+  assert_equal "${#lines[@]}" 2
+  assert_output --regexp 'S:'
+  cont_bg S
+  bg_wait S 0
+  rl 0 release leave --token "$output"
+  rl 0 release leave --token "$reader"
+}
