@@ -9,6 +9,7 @@
 
 namespace rlock::lock::scripts {
 extern const std::string_view k_lock_lua;
+extern const std::string_view k_lock_lua_sha1;
 }
 
 namespace rlock::backend {
@@ -30,7 +31,9 @@ bool is_noscript(const redis::Reply& reply) {
 }  // namespace
 
 const redis::Script& lock_script() {
-  static const redis::Script script(lock::scripts::k_lock_lua);
+  // The SHA-1 comes from the build (cmake/embed_scripts.cmake): hashing the
+  // script here was a quarter of a short command's instructions.
+  static const redis::Script script(lock::scripts::k_lock_lua, lock::scripts::k_lock_lua_sha1);
   return script;
 }
 
