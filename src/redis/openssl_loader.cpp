@@ -5,19 +5,24 @@
 
 #include <array>
 #include <cstddef>
+#include <iterator>
 #include <string>
 
 namespace rlock::redis {
 
+// X-macros: their arguments are names, which parentheses would break.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define RLOCK_OPENSSL_DEFINE(library, function) decltype(&::function) function = nullptr;
 RLOCK_OPENSSL_FUNCTIONS(RLOCK_OPENSSL_DEFINE)
 #undef RLOCK_OPENSSL_DEFINE
+// NOLINTEND(bugprone-macro-parentheses)
 
 namespace {
 
-#define RLOCK_OPENSSL_COUNT(library, function) +1
-constexpr std::size_t k_function_count = 0 RLOCK_OPENSSL_FUNCTIONS(RLOCK_OPENSSL_COUNT);
-#undef RLOCK_OPENSSL_COUNT
+#define RLOCK_OPENSSL_NAME(library, function) #function,
+constexpr const char* k_function_names[] = {RLOCK_OPENSSL_FUNCTIONS(RLOCK_OPENSSL_NAME)};
+#undef RLOCK_OPENSSL_NAME
+constexpr std::size_t k_function_count = std::size(k_function_names);
 
 std::string dl_reason() {
   const char* reason = dlerror();
@@ -45,8 +50,10 @@ Result<void> load_openssl_from(std::string_view crypto_name, std::string_view ss
   // Every function is looked up before any pointer is set: all or nothing.
   std::array<void*, k_function_count> found{};
   std::size_t next = 0;
+  // NOLINTBEGIN(bugprone-macro-parentheses): X-macros, as above.
 #define RLOCK_OPENSSL_FIND(library, function)                                   \
-  if (!(found[next++] = dlsym(library, #function))) {                           \
+  found[next] = dlsym(library, #function);                                      \
+  if (!found[next++]) {                                                         \
     return unavailable(fmt::format("{} has no {}", library##_name, #function)); \
   }
   RLOCK_OPENSSL_FUNCTIONS(RLOCK_OPENSSL_FIND)
@@ -58,6 +65,7 @@ Result<void> load_openssl_from(std::string_view crypto_name, std::string_view ss
   function = reinterpret_cast<decltype(function)>(found[next++]);
   RLOCK_OPENSSL_FUNCTIONS(RLOCK_OPENSSL_SET)
 #undef RLOCK_OPENSSL_SET
+  // NOLINTEND(bugprone-macro-parentheses)
   return {};
 }
 

@@ -78,9 +78,11 @@ inline constexpr std::string_view k_libssl = "libssl.so.3";
   X(ssl, SSL_write_ex)                           \
   X(ssl, TLS_client_method)
 
+// NOLINTBEGIN(bugprone-macro-parentheses): an X-macro; its arguments are names.
 #define RLOCK_OPENSSL_DECLARE(library, function) extern decltype(&::function) function;
 RLOCK_OPENSSL_FUNCTIONS(RLOCK_OPENSSL_DECLARE)
 #undef RLOCK_OPENSSL_DECLARE
+// NOLINTEND(bugprone-macro-parentheses)
 
 /// Loads libcrypto and libssl (RTLD_NOW: every symbol is resolved here, as
 /// BIND_NOW does for rlock itself) and sets every pointer above. Once per
