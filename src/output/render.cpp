@@ -236,7 +236,11 @@ Result<void> print_list(const std::vector<lock::LockView>& views, bool json) {
     // {"locks":[...],"broken":[...]}, each lock dumped as soon as it is
     // built: a document of 100000 locks never exists as one tree (building
     // it first doubled the time and the memory of a listing).
-    std::string out = "{\"locks\":[";
+    std::string out;
+    // About what a held lock takes (~300 bytes): a 30 MB document is not
+    // copied at every doubling.
+    out.reserve(views.size() * 384 + 64);
+    out += "{\"locks\":[";
     bool first = true;
     for (const auto& v : views) {
       if (!v.problem.empty()) continue;
