@@ -13,24 +13,17 @@
 # at exit.
 #
 # How to read it: `rlock status` does a SCAN for the meta keys (1 in 4 keys
-# here) and then one EVALSHA of the status operation per lock, pipelined 500
-# at a time, so it costs one script run per lock on top of the scan; the
-# ratio to the scan says how much that costs. Text and JSON differ only in
-# rendering.
-#
-# Figures from one run on the development VM (2 vCPU shared with other
-# builds, load average about 6; Redis 7.0.15; RelWithDebInfo), N=100000,
-# best of 3. Rerun to compare: the numbers depend on the machine.
-#   redis-cli --scan --pattern 'rlock:*' | wc -l     2667 ms  (400000 keys)
-#   SCAN MATCH rlock:{*}:m COUNT 1000 (python)       1445 ms  0.5x the scan
-#   rlock status                                     8272 ms  3.1x the scan
-#   rlock --json status                             10513 ms  3.9x the scan
-#   per lock: text 82 us, json 105 us; server time per status script 57 us
-# So about 70% of `rlock status` is the server running the status script,
-# once per lock; the scan itself is a small part.
+# here), then reads each lock with plain commands, pipelined 1000 locks at a
+# time in two round trips (src/backend/status_reads.*; a lock the reads
+# cannot describe exactly goes to the lock script), and renders. The ratio
+# to the raw scan says what all that costs on top of walking the keys; the
+# server time per lock says how much of it is Redis. Text and JSON differ
+# only in rendering. bench/README.md has figures, before and after.
 #
 # Usage: bench/status_scale.sh [N] [RUNS]
-# Env:   RLOCK_BIN  the binary (default build/rlock)
+# Env:   RLOCK_BIN     the binary (default build/rlock)
+#        RLOCK_BEFORE  another binary timed on the same keyspace in the same
+#                      run (e.g. a build of the previous commit); unset: none
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,7 +32,9 @@ source "$REPO/scripts/lib.sh"
 RLOCK="${RLOCK_BIN:-$REPO/build/rlock}"
 N="${1:-100000}"
 RUNS="${2:-3}"
+BEFORE="${RLOCK_BEFORE:-}"
 [[ -x "$RLOCK" ]] || { echo "no binary at $RLOCK (build first, or set RLOCK_BIN)" >&2; exit 1; }
+[[ -z "$BEFORE" || -x "$BEFORE" ]] || { echo "no binary at $BEFORE (RLOCK_BEFORE)" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/rlock-bench.XXXXXX")"
 cleanup() {
@@ -101,19 +96,38 @@ listed="$("$RLOCK" --json status | python3 -c 'import json,sys; print(len(json.l
 
 t_scan="$(best scan)"
 t_meta="$(best scan_meta)"
+# server_us: the server's time for one listing, per lock, from INFO
+# commandstats (every command's usec, the scripts' inner calls counted in
+# the script's own), to tell the server's share from the client's.
+server_us() {
+  redis-cli -p "$port" INFO commandstats | tr -d '\r' | python3 -c '
+import re, sys
+total = sum(int(m.group(2)) for m in re.finditer(r"^cmdstat_(\w+):calls=\d+,usec=(\d+)", sys.stdin.read(), re.M)
+            if m.group(1) not in ("info", "config"))
+print(f"{total / int(sys.argv[1]) / int(sys.argv[2]):.1f}")' "$N" "$RUNS"
+}
 redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
 t_text="$(best "$RLOCK" status)"
-# Server time per status script run (INFO commandstats), to tell the server's
-# share from the client's.
-evalsha_us="$(redis-cli -p "$port" INFO commandstats | tr -d '\r' |
-  sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p')"
+server_text="$(server_us)"
 t_json="$(best "$RLOCK" --json status)"
-ratio() { python3 -c "print(f'{$1 / max($2, 1):.1f}x')"; }
+if [[ -n "$BEFORE" ]]; then
+  redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+  b_text="$(best "$BEFORE" status)"
+  server_before="$(server_us)"
+  b_json="$(best "$BEFORE" --json status)"
+fi
+ratio() { python3 -c "print(f'{$1 / max($2, 1):.2f}x')"; }
 echo
 echo "$N locks ($keys keys), best of $RUNS runs, redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
 printf '%-44s %8s ms\n' "redis-cli --scan --pattern 'rlock:*' | wc -l" "$t_scan"
 printf '%-44s %8s ms  %s the scan\n' "SCAN MATCH rlock:{*}:m COUNT 1000 (python)" "$t_meta" "$(ratio "$t_meta" "$t_scan")"
 printf '%-44s %8s ms  %s the scan\n' "rlock status" "$t_text" "$(ratio "$t_text" "$t_scan")"
 printf '%-44s %8s ms  %s the scan\n' "rlock --json status" "$t_json" "$(ratio "$t_json" "$t_scan")"
-printf 'per lock: text %s us, json %s us; server time per status script: %s us\n' \
-  "$((t_text * 1000 / N))" "$((t_json * 1000 / N))" "${evalsha_us:-?}"
+printf 'per lock: text %s us, json %s us (json/text %s); server time %s us\n' \
+  "$((t_text * 1000 / N))" "$((t_json * 1000 / N))" "$(ratio "$t_json" "$t_text")" "$server_text"
+if [[ -n "$BEFORE" ]]; then
+  printf '%-44s %8s ms  %s the scan\n' "before: rlock status" "$b_text" "$(ratio "$b_text" "$t_scan")"
+  printf '%-44s %8s ms  %s the scan\n' "before: rlock --json status" "$b_json" "$(ratio "$b_json" "$t_scan")"
+  printf 'before, per lock: text %s us, json %s us (json/text %s); server time %s us\n' \
+    "$((b_text * 1000 / N))" "$((b_json * 1000 / N))" "$(ratio "$b_json" "$b_text")" "$server_before"
+fi

@@ -26,8 +26,21 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Depends is computed by dpkg-shlibdeps (package dpkg-dev) from the libraries
-# the binary links: libhiredis, libssl, libfmt, libstdc++, libc.
+# the binary links: libhiredis, libfmt, libstdc++, libc. OpenSSL is loaded
+# with dlopen() for TLS (libssl.so.3, which pulls in libcrypto.so.3), so
+# shlibdeps cannot see it: libssl3 is named here, and Debian's security
+# updates of OpenSSL keep reaching rlock.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# The package that ships libssl.so.3 here (libssl3 on Debian 12, libssl3t64
+# on 13), found as dpkg-shlibdeps would; libssl3 when dpkg does not know it.
+set(RLOCK_LIBSSL_PACKAGE libssl3)
+get_filename_component(rlock_openssl_dir "${OPENSSL_SSL_LIBRARY}" DIRECTORY)
+execute_process(COMMAND dpkg-query -S "${rlock_openssl_dir}/libssl.so.3"
+  OUTPUT_VARIABLE rlock_owner ERROR_QUIET RESULT_VARIABLE rlock_owner_rc)
+if(rlock_owner_rc EQUAL 0 AND rlock_owner MATCHES "^([^:,]+)")
+  set(RLOCK_LIBSSL_PACKAGE ${CMAKE_MATCH_1})
+endif()
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "${RLOCK_LIBSSL_PACKAGE}")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server")
 # The long description; CPack puts the summary line first and indents the
 # rest as deb-control(5) wants.

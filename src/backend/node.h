@@ -79,7 +79,8 @@ Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const 
 /// the replies (error replies in place) in the order of `names`. `connect`
 /// gives the node's connection. When the script cache was emptied, `load`
 /// runs the call for one name with every retry (the EVAL fallback loads the
-/// script again) and the batch is sent once more.
+/// script again) and the batch is sent once more. `status` is answered by
+/// plain reads where they give the script's very reply (status_reads.h).
 Result<std::vector<redis::Reply>> run_batched(
     const std::function<Result<redis::Connection*>()>& connect,
     const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,

@@ -9,8 +9,8 @@
 
 namespace rlock::cli {
 
-Action register_acquire(CLI::App& app, Context& context) {
-  auto* sub = app.add_subcommand("acquire", "Take a lock and print its token");
+Action register_acquire(CLI::App& command, Context& context) {
+  auto* sub = &command;
   auto options = std::make_shared<LockOptions>();
   add_name_option(*sub, options->name);
   add_lock_options(*sub, *options);

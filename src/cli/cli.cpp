@@ -203,16 +203,57 @@ Result<CommandLine> unknown_command(const CLI::App& app, const std::string& word
 
 }  // namespace
 
-Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::string> args) {
-  CommandLine line;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    // Anything unusual before the command word: CLI11 says what is wrong.
-    if (args[i] == "--") return CommandLine{std::move(args), {}};
-    if (!is_option_word(app, nullptr, args[i])) break;
-    if (!known_option(app, nullptr, args[i])) return CommandLine{std::move(args), {}};
+namespace {
+
+/// The index of the command word in `args`, or args.size() when there is
+/// none, or something unusual comes before it (CLI11 then says what).
+size_t command_index(const CLI::App& app, const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") return args.size();
+    if (!is_option_word(app, nullptr, args[i])) return i;
+    if (!known_option(app, nullptr, args[i])) return args.size();
     if (consumes_next(app, nullptr, args[i])) ++i;
   }
+  return args.size();
+}
+
+/// Every command: its name, its one-line description, and its registrar.
+struct CommandEntry {
+  const char* name;
+  const char* description;
+  Action (*add_options)(CLI::App&, Context&);
+};
+constexpr CommandEntry k_commands[] = {
+    {"run", "Run a command while holding a lock", register_run},
+    {"acquire", "Take a lock and print its token", register_acquire},
+    {"renew", "Extend a lock held with TOKEN", register_renew},
+    {"release", "Release a lock (with its token, or --force)", register_release},
+    {"status", "Show holders and waiters of locks", register_status},
+};
+
+}  // namespace
+
+std::optional<std::string> command_word(const CLI::App& app, const std::vector<std::string>& args) {
+  const size_t i = command_index(app, args);
+  if (i >= args.size()) return std::nullopt;
+  return args[i];
+}
+
+std::vector<std::pair<CLI::App*, Action>> register_commands(CLI::App& app, Context& context,
+                                                            std::optional<std::string_view> only) {
+  std::vector<std::pair<CLI::App*, Action>> commands;
+  for (const CommandEntry& entry : k_commands) {
+    CLI::App* sub = app.add_subcommand(entry.name, entry.description);
+    Action action;
+    if (!only || sub->check_name(std::string(*only))) action = entry.add_options(*sub, context);
+    commands.emplace_back(sub, std::move(action));
+  }
+  return commands;
+}
+
+Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::string> args) {
+  CommandLine line;
+  const size_t i = command_index(app, args);
   if (i >= args.size()) return CommandLine{std::move(args), {}};
   const std::string word = args[i];
   const CLI::App* sub = nullptr;
@@ -270,16 +311,14 @@ int run_main(int argc, char** argv) {
   bool show_version = false;
   app.add_flag("-V,--version", show_version, "Print version information and exit");
 
-  std::vector<std::pair<CLI::App*, Action>> commands;
-  auto add = [&](Action (*registrar)(CLI::App&, Context&)) {
-    auto action = registrar(app, context);
-    commands.emplace_back(app.get_subcommands({}).back(), std::move(action));
-  };
-  add(register_run);
-  add(register_acquire);
-  add(register_renew);
-  add(register_release);
-  add(register_status);
+  std::vector<std::string> words(argv + 1, argv + argc);
+  // Only the command that runs gets its options (register_commands). With
+  // no command word (--help, --version, a mistake), none does: the others
+  // are words CLI11 may report or list, never parse options for.
+  const auto word = command_word(app, words);
+  auto commands = register_commands(
+      app, context,
+      word ? std::optional<std::string_view>(*word) : std::optional<std::string_view>(""));
   auto formatter = std::make_shared<Formatter>();
   app.formatter(formatter);
   for (auto& [sub, action] : commands) {
@@ -287,7 +326,7 @@ int run_main(int argc, char** argv) {
     sub->formatter(formatter);
   }
 
-  auto line = split_command_line(app, std::vector<std::string>(argv + 1, argv + argc));
+  auto line = split_command_line(app, std::move(words));
   if (!line) return report(line.error());
   if (auto ok = refuse_secret_options(line->args); !ok) return report(ok.error());
   context.operands = std::move(line->operands);
@@ -309,7 +348,7 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   for (auto& [sub, action] : commands)
-    if (sub->parsed()) return action();
+    if (sub->parsed() && action) return action();
   fmt::print(stderr,
              "rlock: error: a command is required: run, acquire, renew, release or status "
              "(see 'rlock --help')\n");

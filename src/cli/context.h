@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/settings.h"
@@ -98,14 +100,29 @@ void add_lock_options(CLI::App& app, LockOptions& options);
 /// The lock name positional with its validation.
 void add_name_option(CLI::App& app, std::string& name);
 
-/// Each command's entry point: registers its subcommand and returns the
-/// action run when it is chosen. The action returns the exit status.
+/// Each command's entry point: adds its options to its subcommand and
+/// returns the action run when it is chosen. The action returns the exit
+/// status.
 using Action = std::function<int()>;
-Action register_acquire(CLI::App& app, Context& context);
-Action register_renew(CLI::App& app, Context& context);
-Action register_release(CLI::App& app, Context& context);
-Action register_status(CLI::App& app, Context& context);
-Action register_run(CLI::App& app, Context& context);
+Action register_acquire(CLI::App& command, Context& context);
+Action register_renew(CLI::App& command, Context& context);
+Action register_release(CLI::App& command, Context& context);
+Action register_status(CLI::App& command, Context& context);
+Action register_run(CLI::App& command, Context& context);
+
+/// Adds every command to `app` (name and description), and the options of
+/// `only` (the command word of the command line; nullopt: of every command),
+/// with their actions. Building CLI11's option tree was a fifth of a short
+/// command's instructions, so a process builds only the one it runs; the
+/// others are there for `rlock --help` and "did you mean". Returns each
+/// subcommand with its action (empty when its options were not added).
+std::vector<std::pair<CLI::App*, Action>> register_commands(CLI::App& app, Context& context,
+                                                            std::optional<std::string_view> only);
+
+/// The command word of `args` (the first word that is not a global option
+/// or its value), as split_command_line finds it; nullopt when the line has
+/// none, or something unusual comes before it. `app` has the global options.
+std::optional<std::string> command_word(const CLI::App& app, const std::vector<std::string>& args);
 
 /// argv as CLI11 gets it, and the words it must not get.
 struct CommandLine {

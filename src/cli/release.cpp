@@ -8,8 +8,8 @@
 
 namespace rlock::cli {
 
-Action register_release(CLI::App& app, Context& context) {
-  auto* sub = app.add_subcommand("release", "Release a lock (with its token, or --force)");
+Action register_release(CLI::App& command, Context& context) {
+  auto* sub = &command;
   struct Options {
     std::string name;
     TokenOptions token;

@@ -4,8 +4,8 @@
 
 namespace rlock::cli {
 
-Action register_renew(CLI::App& app, Context& context) {
-  auto* sub = app.add_subcommand("renew", "Extend a lock held with TOKEN");
+Action register_renew(CLI::App& command, Context& context) {
+  auto* sub = &command;
   struct Options {
     std::string name;
     TokenOptions token;

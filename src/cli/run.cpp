@@ -353,8 +353,8 @@ int run_command(Context& context, const RunOptions& o) {
 
 }  // namespace
 
-Action register_run(CLI::App& app, Context& context) {
-  auto* sub = app.add_subcommand("run", "Run a command while holding a lock");
+Action register_run(CLI::App& command, Context& context) {
+  auto* sub = &command;
   sub->footer(
       "Usage: rlock [GLOBAL] run NAME [LOCK] [RUN] [--] COMMAND [ARG...]\n"
       "       rlock [GLOBAL] run NAME [LOCK] [RUN] -c 'SHELL COMMAND'\n"

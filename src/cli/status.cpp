@@ -4,8 +4,8 @@
 
 namespace rlock::cli {
 
-Action register_status(CLI::App& app, Context& context) {
-  auto* sub = app.add_subcommand("status", "Show holders and waiters of locks");
+Action register_status(CLI::App& command, Context& context) {
+  auto* sub = &command;
   // Listed for --help only: split_command_line takes the names out of argv
   // (CLI11 would read `[a,b]` as two names) and leaves them in operands.
   auto help_only = std::make_shared<std::vector<std::string>>();

@@ -2,14 +2,29 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
 #include "output/text.h"
 
 namespace rlock::output {
 
-std::string json_quote(std::string_view text) {
-  std::string out = "\"";
+namespace {
+
+/// json_quote, appending to `out`.
+void append_quoted(std::string& out, std::string_view text) {
+  out += '"';
   char32_t cp = 0;
   for (size_t i = 0; i < text.size();) {
+    // Plain printable ASCII, the common case, goes through in runs.
+    size_t plain = i;
+    while (plain < text.size() && text[plain] >= 0x20 && text[plain] < 0x7f && text[plain] != '"' &&
+           text[plain] != '\\')
+      ++plain;
+    if (plain > i) {
+      out.append(text.substr(i, plain - i));
+      i = plain;
+      continue;
+    }
     size_t n = utf8_sequence(text, i, cp);
     if (n == 0) {
       // Not UTF-8: the document must stay valid, so the byte becomes
@@ -36,28 +51,52 @@ std::string json_quote(std::string_view text) {
     }
     i += n;
   }
-  return out + "\"";
+  out += '"';
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view text) {
+  std::string out;
+  append_quoted(out, text);
+  return out;
 }
 
 std::string Json::dump() const {
+  std::string out;
+  dump_to(out);
+  return out;
+}
+
+void Json::dump_to(std::string& out) const {
+  // Appends to one string: a listing of 100000 locks would otherwise build
+  // and copy a string per value at every level.
   struct Visitor {
-    std::string operator()(std::nullptr_t) const { return "null"; }
-    std::string operator()(bool b) const { return b ? "true" : "false"; }
-    std::string operator()(std::int64_t v) const { return std::to_string(v); }
-    std::string operator()(const std::string& s) const { return json_quote(s); }
-    std::string operator()(const Array& a) const {
-      std::string out = "[";
-      for (size_t k = 0; k < a.size(); ++k) out += (k ? "," : "") + a[k].dump();
-      return out + "]";
+    std::string& out;
+    void operator()(std::nullptr_t) const { out += "null"; }
+    void operator()(bool b) const { out += b ? "true" : "false"; }
+    void operator()(std::int64_t v) const { fmt::format_to(std::back_inserter(out), "{}", v); }
+    void operator()(const std::string& s) const { append_quoted(out, s); }
+    void operator()(const Array& a) const {
+      out += '[';
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (k) out += ',';
+        a[k].dump_to(out);
+      }
+      out += ']';
     }
-    std::string operator()(const Object& o) const {
-      std::string out = "{";
-      for (size_t k = 0; k < o.size(); ++k)
-        out += (k ? "," : "") + json_quote(o[k].first) + ":" + o[k].second.dump();
-      return out + "}";
+    void operator()(const Object& o) const {
+      out += '{';
+      for (size_t k = 0; k < o.size(); ++k) {
+        if (k) out += ',';
+        append_quoted(out, o[k].first);
+        out += ':';
+        o[k].second.dump_to(out);
+      }
+      out += '}';
     }
   };
-  return std::visit(Visitor{}, m_value);
+  std::visit(Visitor{out}, m_value);
 }
 
 }  // namespace rlock::output

@@ -28,6 +28,8 @@ class Json {
   Json(Object o) : m_value(std::move(o)) {}
 
   std::string dump() const;
+  /// Appends the document to `out`.
+  void dump_to(std::string& out) const;
 
  private:
   std::variant<std::nullptr_t, bool, std::int64_t, std::string, Array, Object> m_value;

@@ -1,8 +1,9 @@
 #include "output/text.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace rlock::output {
@@ -90,11 +91,21 @@ std::string clip(std::string s, size_t width) {
 }
 
 std::string base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()),
-                          static_cast<int>(bytes.size()));
-  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  // Not OpenSSL's EVP_EncodeBlock: OpenSSL is loaded only for TLS.
+  static constexpr char k_alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve(4 * ((bytes.size() + 2) / 3));
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    std::uint32_t group = 0;
+    for (size_t j = 0; j < 3; ++j) {
+      group = group << 8 | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0U);
+    }
+    for (size_t j = 0; j < 4; ++j) {
+      out += j <= n ? k_alphabet[(group >> (18 - 6 * j)) & 0x3f] : '=';
+    }
+  }
   return out;
 }
 

@@ -45,6 +45,8 @@ struct Script {
   std::string_view body;
   std::string sha1;  // hex
   explicit Script(std::string_view body);
+  /// With its SHA-1 known already (computed at build time).
+  Script(std::string_view body, std::string_view sha1) : body(body), sha1(sha1) {}
 };
 
 class Transport;

@@ -178,18 +178,26 @@ Result<std::optional<Reply>> RespReader::next() {
 }
 
 std::string format_command(std::span<const std::string> args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lengths;
+  // By hand rather than hiredis' redisFormatCommandArgv, which prints every
+  // length with sprintf: a status listing sends ~10 commands a lock, and
+  // formatting them was a third of its instructions.
+  std::size_t size = 16;
+  for (const std::string& arg : args) size += arg.size() + 24;
+  std::string out;
+  out.reserve(size);
+  char digits[24];
+  const auto append_header = [&](char kind, std::size_t n) {
+    out += kind;
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+    out += "\r\n";
+  };
+  append_header('*', args.size());
   for (const std::string& arg : args) {
-    argv.push_back(arg.data());
-    lengths.push_back(arg.size());
+    append_header('$', arg.size());
+    out += arg;
+    out += "\r\n";
   }
-  char* raw = nullptr;
-  const int length =
-      redisFormatCommandArgv(&raw, static_cast<int>(args.size()), argv.data(), lengths.data());
-  if (length < 0) throw std::bad_alloc();
-  const std::unique_ptr<char, decltype(&redisFreeCommand)> command(raw, &redisFreeCommand);
-  return std::string(raw, static_cast<std::size_t>(length));
+  return out;
 }
 
 }  // namespace rlock::redis

@@ -6,9 +6,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -26,6 +23,8 @@
 #include <system_error>
 #include <tuple>
 #include <vector>
+
+#include "redis/openssl_loader.h"
 
 namespace rlock::redis {
 namespace {
@@ -114,13 +113,18 @@ long bio_ctrl(BIO*, int command, long, void*) {
 }
 
 BIO_METHOD* socket_bio_method() {
-  static const std::unique_ptr<BIO_METHOD, FreeWith<BIO_meth_free>> method = [] {
+  // BIO_meth_free is a pointer set at run time (openssl_loader.h), not a
+  // constant FreeWith could take.
+  struct FreeMethod {
+    void operator()(BIO_METHOD* method) const { BIO_meth_free(method); }
+  };
+  static const std::unique_ptr<BIO_METHOD, FreeMethod> method = [] {
     BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "rlock socket");
     if (!made || !BIO_meth_set_write(made, bio_write) || !BIO_meth_set_read(made, bio_read) ||
         !BIO_meth_set_ctrl(made, bio_ctrl)) {
       throw std::bad_alloc();
     }
-    return std::unique_ptr<BIO_METHOD, FreeWith<BIO_meth_free>>(made);
+    return std::unique_ptr<BIO_METHOD, FreeMethod>(made);
   }();
   return method.get();
 }
@@ -348,6 +352,8 @@ Result<std::unique_ptr<Transport>> Transport::open(const ConnectOptions& options
 
 Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit& limit) {
   const TlsOptions& tls = options.tls;
+  if (auto loaded = load_openssl(); !loaded)
+    return failure(loaded.error().code, loaded.error().message);
   auto context = shared_context(tls);
   if (!context) return std::unexpected(context.error());
   m_ssl.reset(SSL_new(context->get()));

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks packaging: `cpack -G DEB` on the build directory makes a .deb whose
 # file list is the expected layout (binary in /usr/bin, gzipped man page,
-# bash/zsh/fish completions), whose Depends (computed by dpkg-shlibdeps) names
-# libhiredis and libssl, every one of which is installed here, and whose
+# bash/zsh/fish completions), whose Depends (computed by dpkg-shlibdeps, plus
+# libssl3, which rlock loads with dlopen() for TLS and so shlibdeps cannot see)
+# names libhiredis and libssl, every one of which is installed here, and whose
 # binary runs once unpacked; and `cmake --install` into a temporary prefix
 # installs the same files (with the man page uncompressed).
 # Build directory: $BUILD_DIR, else build/ (configured by scripts/test).

@@ -14,9 +14,7 @@ struct Commands {
   Commands() {
     app.add_option("-u,--url", context.global.layer.urls)->allow_extra_args(false);
     app.add_flag("-q,--quiet", context.global.quiet);
-    for (auto registrar :
-         {register_run, register_acquire, register_renew, register_release, register_status})
-      registrar(app, context);
+    register_commands(app, context, std::nullopt);
   }
   CommandLine split(Words args) {
     auto line = split_command_line(app, std::move(args));
@@ -65,6 +63,34 @@ TEST(SplitCommandLine, UnknownCommandSuggestsTheClosest) {
   auto far = split_command_line(c.app, {"frobnicate"});
   ASSERT_FALSE(far.has_value());
   EXPECT_EQ(far.error().message.find("did you mean"), std::string::npos);
+}
+
+TEST(RegisterCommands, OnlyTheCommandThatRunsGetsItsOptions) {
+  CLI::App app{"rlock", "rlock"};
+  Context context;
+  app.add_option("-u,--url", context.global.layer.urls)->allow_extra_args(false);
+  const auto word = command_word(app, {"-u", "redis://h", "acquire", "-t", "5s", "n"});
+  ASSERT_EQ(word, "acquire");
+  const auto commands = register_commands(app, context, *word);
+  ASSERT_EQ(commands.size(), 5U);
+  for (const auto& [sub, action] : commands) {
+    const bool chosen = sub->get_name() == "acquire";
+    EXPECT_EQ(static_cast<bool>(action), chosen) << sub->get_name();
+    EXPECT_EQ(sub->get_option_no_throw("-t") != nullptr, chosen) << sub->get_name();
+    EXPECT_FALSE(sub->get_description().empty());
+  }
+}
+
+TEST(RegisterCommands, TheCommandWordIsFoundAsSplitCommandLineFindsIt) {
+  CLI::App app{"rlock", "rlock"};
+  Context context;
+  app.add_option("-u,--url", context.global.layer.urls)->allow_extra_args(false);
+  app.add_flag("-q,--quiet", context.global.quiet);
+  EXPECT_EQ(command_word(app, {"-q", "-u", "run", "status"}), "status");  // -u takes "run"
+  EXPECT_EQ(command_word(app, {"--quiet", "run", "x"}), "run");
+  EXPECT_EQ(command_word(app, {"--bogus", "run"}), std::nullopt);
+  EXPECT_EQ(command_word(app, {"--", "run"}), std::nullopt);
+  EXPECT_EQ(command_word(app, {"-q"}), std::nullopt);
 }
 
 }  // namespace

@@ -137,6 +137,15 @@ TEST(FormatCommand, EncodesArgumentsAsBulkStrings) {
   EXPECT_EQ(format_command(args), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
 }
 
+TEST(FormatCommand, CountsAndLengthsOfSeveralDigits) {
+  std::vector<std::string> args(12, "x");
+  args[0] = std::string(1234, 'y');
+  const std::string formatted = format_command(args);
+  EXPECT_TRUE(formatted.starts_with("*12\r\n$1234\r\nyyyy"));
+  EXPECT_TRUE(formatted.ends_with("\r\n$1\r\nx\r\n"));
+  EXPECT_EQ(formatted.size(), 5 + 7 + 1234 + 2 + 11 * 7);
+}
+
 TEST(FormatCommand, RoundTripsBinaryArgumentsThroughReader) {
   const std::vector<std::string> args{"SET", "key\r\n\0with nul"s, "", "%s %d"};
   RespReader reader;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bats
+# OpenSSL is loaded (dlopen) only when a TLS connection is made: a plain
+# redis:// or unix:// process never maps libssl or libcrypto, a rediss:// one
+# does. The maps are read from the command `rlock run` starts ($PPID is rlock).
+
+load helpers
+
+setup_file() {
+  start_redis
+  start_tls_redis optional
+}
+
+@test "tls on demand: a plain redis:// run maps neither libssl nor libcrypto" {
+  rl 0 run plain -- sh -c 'cat /proc/$PPID/maps'
+  assert_output --partial libhiredis
+  refute_output --partial libssl
+  refute_output --partial libcrypto
+}
+
+@test "tls on demand: a unix:// run maps neither" {
+  rl 0 -u "unix://$REDIS_SOCK" run plain-unix -- sh -c 'cat /proc/$PPID/maps'
+  refute_output --partial libssl
+  refute_output --partial libcrypto
+}
+
+@test "tls on demand: a rediss:// run loads the system's libssl.so.3 and libcrypto.so.3" {
+  rl 0 -u "rediss://127.0.0.1:$TLS_PORT" --cacert "$TLS_DIR/ca.pem" \
+    run tls -- sh -c 'cat /proc/$PPID/maps'
+  assert_output --regexp '/libssl\.so\.3'
+  assert_output --regexp '/libcrypto\.so\.3'
+}
+
+@test "tls on demand: the binary does not link OpenSSL (no NEEDED entry)" {
+  run readelf -d "$RLOCK"
+  assert_success
+  assert_output --partial 'libhiredis'
+  refute_output --partial 'libssl'
+  refute_output --partial 'libcrypto'
+}
