@@ -16,6 +16,15 @@ namespace rlock::backend {
 
 namespace {
 
+/// The BLPOP on `token`'s wake list of lock `name` that waits for `block`:
+/// it returns early when a release pushes there. BLPOP takes fractional
+/// seconds (Redis >= 6.0).
+std::vector<std::string> blpop_command(const std::string& prefix, const std::string& name,
+                                       const std::string& token, Millis block) {
+  return {"BLPOP", lock::wake_key(prefix, name, token),
+          fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
+}
+
 class ServerBackend final : public Backend {
  public:
   explicit ServerBackend(Target target)
@@ -25,6 +34,12 @@ class ServerBackend final : public Backend {
   Result<void> wait_for_wake(const std::string& name, const std::string& token,
                              Millis block) override;
   Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
+
+  redis::Connection* start(const std::string& name, const lock::Call& call) override;
+  redis::Connection* start_wake(const std::string& name, const std::string& token,
+                                Millis block) override;
+  Stepped finish(const std::string& name, const lock::Call& call,
+                 Result<std::vector<redis::Reply>> answer) override;
 
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
@@ -68,6 +83,10 @@ class ServerBackend final : public Backend {
  private:
   bool sentinel() const { return !m_target.sentinels.empty(); }
   Result<redis::Connection*> connection(Deadline deadline);
+  /// The connection for the step-wise path, unopened until its first
+  /// request; null when this deployment needs run() (Sentinel, Cluster, a
+  /// Cluster probe still to make).
+  redis::Connection* stepwise_connection();
   /// Whether a failure means the master may have moved: ask the Sentinels
   /// again (connection lost, READONLY from a demoted master, LOADING from a
   /// restarted one, MASTERDOWN).
@@ -168,6 +187,65 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
   return &*m_connection;
 }
 
+redis::Connection* ServerBackend::stepwise_connection() {
+  if (m_cluster || sentinel() || m_probe_cluster) return nullptr;
+  if (!m_connection) {
+    redis::ConnectOptions options = m_target.server;
+    options.interrupt_fd = m_interrupt_fd;
+    m_connection.emplace(redis::Connection::unopened(options));
+  }
+  return &*m_connection;
+}
+
+redis::Connection* ServerBackend::start(const std::string& name, const lock::Call& call) {
+  // WAIT for a fixed number of replicas always blocks: run() does it.
+  if (call.replicate_within && !m_target.replicas.all() && *m_target.replicas.count > 0)
+    return nullptr;
+  redis::Connection* conn = stepwise_connection();
+  if (!conn) return nullptr;
+  // A request that cannot even be queued (an unresolvable host) fails
+  // again, and is worded, in run().
+  if (!conn->begin(
+          script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, false)))
+    return nullptr;
+  return conn;
+}
+
+redis::Connection* ServerBackend::start_wake(const std::string& name, const std::string& token,
+                                             Millis block) {
+  redis::Connection* conn = stepwise_connection();
+  if (!conn) return nullptr;
+  if (!conn->begin({blpop_command(m_target.prefix, name, token, block)})) return nullptr;
+  return conn;
+}
+
+Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call& call,
+                                       Result<std::vector<redis::Reply>> answer) {
+  if (!answer) {
+    // A connection lost (or never made): run() connects again and tries
+    // once more, as it does for a connection that went stale.
+    if (answer.error().code == Error::Code::unreachable) return {};
+    return {Result<Outcome>(std::unexpected(answer.error())), false};
+  }
+  if (const redis::Reply& last = answer->back(); last.is_error()) {
+    const Error error = redis::classify_server_error(last.str);
+    // The script cache is empty (restart, SCRIPT FLUSH): EVAL loads it again.
+    if (error.server == redis::ServerError::noscript &&
+        m_connection->begin(
+            script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, true)))
+      return {std::nullopt, true};
+    // A Cluster node, or a refusal to ride out: run() knows what to do.
+    if (server_kind(error, {redis::ServerError::moved, redis::ServerError::ask,
+                            redis::ServerError::clusterdown}) ||
+        (error.code == Error::Code::server && redis::is_transient(error.server)))
+      return {};
+  }
+  auto outcome =
+      script_answer(describe(), m_target.replicas, m_replicas_seen, call, std::move(*answer));
+  if (!outcome) return {};  // replicas to WAIT for
+  return {std::move(*outcome), false};
+}
+
 Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& call,
                                    Deadline deadline) {
   if (m_probe_cluster) (void)probe_cluster(deadline);  // a failure shows below
@@ -235,11 +313,7 @@ Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::st
   const Deadline deadline = Clock::now() + block + command_timeout();
   auto conn = connection(deadline);
   if (!conn) return std::unexpected(conn.error());
-  // BLPOP takes fractional seconds (Redis >= 6.0); it returns early when a
-  // release pushes to our wake list.
-  const std::vector<std::string> blpop{
-      "BLPOP", lock::wake_key(m_target.prefix, name, token),
-      fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
+  const auto blpop = blpop_command(m_target.prefix, name, token, block);
   auto woke = (*conn)->command(blpop, deadline);
   if (woke) return {};
   const Error& error = woke.error();
