@@ -285,13 +285,7 @@ class QuorumBackend final : public Backend {
       }
       if (!any || Clock::now() >= until) break;
       // In slices, so that a member's turn to count as stuck is noticed.
-      const auto waited =
-          redis::wait_for_answers(connections, std::min(until, Clock::now() + Millis(10)), -1,
-                                  [this](std::size_t k, Result<std::vector<redis::Reply>> answer) {
-                                    on_answer(k, std::move(answer));
-                                    return redis::Then::wait;
-                                  });
-      if (!waited) break;
+      if (!drive(std::move(connections), std::min(until, Clock::now() + Millis(10)), -1)) break;
     }
     for (auto& m : m_members) m->stop_accepting();
     for (auto& m : m_members) m->finish_by(until, k_stuck);
@@ -338,8 +332,10 @@ class QuorumBackend final : public Backend {
   void dispatch(std::size_t k, const std::shared_ptr<Batch>& batch, const std::string& name,
                 const lock::Call& call, Deadline deadline, const std::string& token = {},
                 Millis block = Millis(0));
-  /// Posts `work` to member `k`'s thread, after handing its step-wise
-  /// requests over to the thread, in order.
+  /// Hands member `k`'s step-wise requests over to its thread, in order,
+  /// and closes the step-wise connection.
+  void hand_over(std::size_t k);
+  /// Posts `work` to member `k`'s thread, after hand_over(k).
   std::uint64_t post(std::size_t k, Member::Work work);
   /// Posts run(name, call, deadline) to member `k`'s thread, answering `batch`.
   std::uint64_t post_run(std::size_t k, const std::shared_ptr<Batch>& batch,
@@ -352,6 +348,11 @@ class QuorumBackend final : public Backend {
   void abandon(std::size_t k, const std::string& why);
   /// Per member, its connection if it has step-wise requests in flight.
   std::vector<redis::Connection*> busy_connections() const;
+  /// redis::wait_for_answers on `connections` (members' step-wise
+  /// requests), answers going to on_answer, until `decided` (if given).
+  Result<redis::Waited> drive(std::vector<redis::Connection*> connections, Deadline deadline,
+                              int interrupt_fd, const std::function<bool()>& decided = {},
+                              int wake_fd = -1);
   /// Writes what the sockets take now and reads what has arrived, without
   /// waiting: what was just sent leaves at once.
   void kick();
@@ -430,27 +431,27 @@ void QuorumBackend::dispatch(std::size_t k, const std::shared_ptr<Batch>& batch,
   });
 }
 
-std::uint64_t QuorumBackend::post(std::size_t k, Member::Work work) {
+void QuorumBackend::hand_over(std::size_t k) {
   Member& m = *m_members[k];
-  if (!m.in_flight.empty()) {
-    // The thread runs them again, in order, before `work` (operations are
-    // idempotent by token, so one already run may run twice); a BLPOP is
-    // not worth running again: its waiter asks again anyway.
-    std::deque<Member::InFlight> moved = std::move(m.in_flight);
-    m.in_flight.clear();
-    m.connection->abandon();
-    for (auto& f : moved) {
-      if (f.call.args.empty()) {
-        f.batch->answer(k, failed_reply("cancelled"));
-      } else {
-        f.batch->jobs[k] = m.post([batch = f.batch, k, name = f.name, call = f.call,
-                                   deadline = f.deadline](Backend& backend) {
-          batch->answer(k, reply_of(backend.run(name, call, deadline)));
-        });
-      }
+  if (m.in_flight.empty()) return;
+  // The thread runs them again, in order (operations are idempotent by
+  // token, so one the server already ran may run twice); a BLPOP is not
+  // worth running again: its waiter asks again anyway.
+  std::deque<Member::InFlight> moved = std::move(m.in_flight);
+  m.in_flight.clear();
+  m.connection->abandon();
+  for (auto& f : moved) {
+    if (f.call.args.empty()) {
+      f.batch->answer(k, failed_reply("cancelled"));
+      continue;
     }
+    f.batch->jobs[k] = post_run(k, f.batch, f.name, f.call, f.deadline);
   }
-  return m.post(std::move(work));
+}
+
+std::uint64_t QuorumBackend::post(std::size_t k, Member::Work work) {
+  hand_over(k);
+  return m_members[k]->post(std::move(work));
 }
 
 std::uint64_t QuorumBackend::post_run(std::size_t k, const std::shared_ptr<Batch>& batch,
@@ -486,8 +487,10 @@ void QuorumBackend::on_answer(std::size_t k, Result<std::vector<redis::Reply>> a
   } else {
     // A follow-up (reconnect, redirection, WAIT, a transient refusal):
     // run() on the member's thread, with what is left of the deadline, so
-    // that it cannot hold up the other members.
-    f.batch->jobs[k] = post_run(k, f.batch, f.name, f.call, f.deadline);
+    // that it cannot hold up the other members; before the requests queued
+    // after it, which follow it there.
+    m.in_flight.push_front(std::move(f));
+    hand_over(k);
   }
 }
 
@@ -506,13 +509,24 @@ std::vector<redis::Connection*> QuorumBackend::busy_connections() const {
   return connections;
 }
 
+Result<redis::Waited> QuorumBackend::drive(std::vector<redis::Connection*> connections,
+                                           Deadline deadline, int interrupt_fd,
+                                           const std::function<bool()>& decided, int wake_fd) {
+  return redis::wait_for_answers(
+      connections, deadline, interrupt_fd,
+      [&](std::size_t k, Result<std::vector<redis::Reply>> answer) {
+        on_answer(k, std::move(answer));
+        // Nothing left in flight: done, or handed over to the member's
+        // thread, whose connection it is now. Not to be touched again.
+        if (m_members[k]->in_flight.empty()) connections[k] = nullptr;
+        return decided && decided() ? redis::Then::stop : redis::Then::wait;
+      },
+      wake_fd);
+}
+
 void QuorumBackend::kick() {
   // A deadline already passed: every connection steps once, nothing waits.
-  (void)redis::wait_for_answers(busy_connections(), Clock::now(), -1,
-                                [this](std::size_t k, Result<std::vector<redis::Reply>> answer) {
-                                  on_answer(k, std::move(answer));
-                                  return redis::Then::wait;
-                                });
+  (void)drive(busy_connections(), Clock::now(), -1);
 }
 
 Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline deadline,
@@ -532,12 +546,8 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
     if (done(replies) || Clock::now() >= deadline) return replies;
     // Step-wise answers land in their batches through on_answer; a
     // thread's answer signals batch.ready (woken).
-    auto waited = redis::wait_for_answers(
-        busy_connections(), deadline, m_interrupt_fd,
-        [&](std::size_t k, Result<std::vector<redis::Reply>> answer) {
-          on_answer(k, std::move(answer));
-          return done(snapshot()) ? redis::Then::stop : redis::Then::wait;
-        },
+    auto waited = drive(
+        busy_connections(), deadline, m_interrupt_fd, [&] { return done(snapshot()); },
         batch.ready.get());
     if (!waited) {
       if (waited.error().code == Error::Code::interrupted)

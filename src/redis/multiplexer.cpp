@@ -21,24 +21,25 @@ int poll_timeout(Deadline deadline, Clock::time_point now) {
 
 namespace {
 
-bool idle(std::span<Connection* const> connections) {
+bool idle(std::span<Connection*> connections) {
   return std::none_of(connections.begin(), connections.end(),
                       [](const Connection* c) { return c && c->in_flight() > 0; });
 }
 
 }  // namespace
 
-Result<Waited> wait_for_answers(std::span<Connection* const> connections, Deadline deadline,
+Result<Waited> wait_for_answers(std::span<Connection*> connections, Deadline deadline,
                                 int interrupt_fd, const OnAnswer& on_answer, int wake_fd) {
   std::vector<pollfd> fds;
   for (;;) {
     // Every connection gets its turn first: step() writes what is queued,
     // reads what has arrived, and may hand out several answers in a row
     // (pipelined requests, TLS records already decrypted).
+    // connections[k] is read again after every answer: the callback may
+    // have taken it away.
     for (std::size_t k = 0; k < connections.size(); ++k) {
-      Connection* c = connections[k];
-      while (c && c->in_flight() > 0) {
-        auto stepped = c->step();
+      while (connections[k] && connections[k]->in_flight() > 0) {
+        auto stepped = connections[k]->step();
         if (stepped && !*stepped) break;
         Result<std::vector<Reply>> answer =
             stepped ? Result<std::vector<Reply>>(std::move(**stepped))

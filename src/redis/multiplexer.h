@@ -36,8 +36,9 @@ using OnAnswer = std::function<Then(std::size_t index, Result<std::vector<Reply>
 /// queued: a later call goes on waiting for them. `wake_fd` (-1: none) is
 /// another source of answers (an eventfd of threads): readable = woken;
 /// with one, the wait goes on even when no connection has anything in
-/// flight.
-Result<Waited> wait_for_answers(std::span<Connection* const> connections, Deadline deadline,
+/// flight. The callback may set `connections[index]` to null (say, it gave
+/// that connection to another thread): it is not touched again.
+Result<Waited> wait_for_answers(std::span<Connection*> connections, Deadline deadline,
                                 int interrupt_fd, const OnAnswer& on_answer, int wake_fd = -1);
 
 namespace detail {

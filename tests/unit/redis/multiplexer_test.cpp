@@ -137,6 +137,27 @@ TEST(WaitForAnswers, PipelinedRequestsAnswerInOrder) {
   EXPECT_EQ(values, (std::vector<long long>{1, 2}));
 }
 
+TEST(WaitForAnswers, AConnectionTheCallbackTookAwayIsNotTouchedAgain) {
+  // Both answers arrive in one segment; after the first, the callback
+  // gives the connection away (as the quorum does to a member's thread).
+  FakeServer server(":1\r\n:2\r\n", 2 * k_ping_bytes);
+  Connection c = server.connection();
+  ASSERT_TRUE(c.begin(k_ping));
+  ASSERT_TRUE(c.begin(k_ping));
+  std::vector<Connection*> one{&c};
+  int answers = 0;
+  const auto waited =
+      wait_for_answers(one, Clock::now() + 5s, -1, [&](std::size_t k, Result<std::vector<Reply>>) {
+        ++answers;
+        one[k] = nullptr;
+        return Then::wait;
+      });
+  ASSERT_TRUE(waited);
+  EXPECT_EQ(*waited, Waited::answered);
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(c.in_flight(), 1u);
+}
+
 TEST(WaitForAnswers, ARefusedConnectionIsAnUnreachableAnswer) {
   // A port nobody listens on: bind one, note it, close it.
   int probe = socket(AF_INET, SOCK_STREAM, 0);
