@@ -188,7 +188,7 @@ struct Connection::Impl {
 
   /// Queues `request` (`count` replies), opening the connection step-wise
   /// first when it is closed or unusable and nothing is in flight.
-  Result<void> begin(std::string request, std::size_t count) {
+  Result<void> begin(const std::string& request, std::size_t count) {
     if (expected.empty() && (!transport || (transport->connected() && !transport->usable()))) {
       abandon();
       ConnectOptions step_options = options;
@@ -279,7 +279,7 @@ Connection Connection::unopened(const ConnectOptions& options) {
 Result<void> Connection::begin(const std::vector<std::vector<std::string>>& commands) {
   std::string request;
   for (const auto& args : commands) request += format_command(args);
-  auto begun = m_impl->begin(std::move(request), commands.size());
+  auto begun = m_impl->begin(request, commands.size());
   if (!begun) m_impl->abandon();
   return begun;
 }
