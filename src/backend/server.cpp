@@ -188,7 +188,7 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
 }
 
 redis::Connection* ServerBackend::stepwise_connection() {
-  if (m_cluster || sentinel() || m_probe_cluster) return nullptr;
+  if (m_cluster || sentinel()) return nullptr;
   if (!m_connection) {
     redis::ConnectOptions options = m_target.server;
     options.interrupt_fd = m_interrupt_fd;
@@ -203,11 +203,15 @@ redis::Connection* ServerBackend::start(const std::string& name, const lock::Cal
     return nullptr;
   redis::Connection* conn = stepwise_connection();
   if (!conn) return nullptr;
+  auto commands =
+      script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, false);
+  // The question probe_cluster() asks travels ahead of the script (finish()
+  // reads its answer), so that a heartbeat's clone needs no round trip of
+  // its own.
+  if (m_probe_cluster) commands.insert(commands.begin(), {"INFO", "cluster"});
   // A request that cannot even be queued (an unresolvable host) fails
   // again, and is worded, in run().
-  if (!conn->begin(
-          script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, false)))
-    return nullptr;
+  if (!conn->begin(commands)) return nullptr;
   return conn;
 }
 
@@ -226,6 +230,17 @@ Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call
     // once more, as it does for a connection that went stale.
     if (answer.error().code == Error::Code::unreachable) return {};
     return {Result<Outcome>(std::unexpected(answer.error())), false};
+  }
+  // The answer to a pipelined INFO cluster (see start()), when there is one.
+  const std::size_t script_replies = call.replicate_within && m_target.replicas.all() ? 2 : 1;
+  if (answer->size() == script_replies + 1) {
+    const redis::Reply info = std::move(answer->front());
+    answer->erase(answer->begin());
+    // A Cluster node after all: run() probes again and hands over to the
+    // Cluster backend (a refusal of INFO means a plain server, as there).
+    if (!info.is_error() && info.str.find("cluster_enabled:1") != std::string::npos) return {};
+    m_probe_cluster = false;
+    m_not_cluster = true;
   }
   if (const redis::Reply& last = answer->back(); last.is_error()) {
     const Error error = redis::classify_server_error(last.str);

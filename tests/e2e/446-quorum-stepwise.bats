@@ -120,3 +120,15 @@ url_list() {
   echo "# release to the waiter's grant: $elapsed ms" >&3
   ((elapsed < 1000)) || fail "the waiter took $elapsed ms to get the lock"
 }
+
+@test "quorum: run's heartbeat renews on every member without a thread per member" {
+  bg_rlock holder run -t 1s hq -- sleep 2.5
+  local pid="$(cat "$BATS_TEST_TMPDIR/holder.pid")" i
+  # Past the first renewals (TTL/3), which also ask each member whether it
+  # is a Cluster node.
+  sleep 1.5
+  running "$pid" || fail "the run ended early"
+  # The main thread and the heartbeat's.
+  assert_equal "$(ls "/proc/$pid/task" | wc -l)" 2
+  bg_wait holder 0
+}
