@@ -9,7 +9,12 @@
 #                     requests must not wait for it
 #
 # Prints hyperfine's mean for each and its ratio to the single server.
-# Then contended throughput: 8 processes each looping `rlock run -w 1m
+# Then the handoff latency on one server and on the five members: a holder
+# holds, a waiter (`rlock acquire -w`) blocks on every server's wake list,
+# and the time from the start of the holder's `rlock release` to the
+# waiter's grant (its token on stdout) is taken HANDOFFS times (default
+# 30): median, 90th percentile, and the ratio of the medians. Then
+# contended throughput: 8 processes each looping `rlock run -w 1m
 # bench-tp -- true` for 5 s, on one server and on the five members:
 # sections a second (each one a handoff through the FIFO wait), and the
 # ratio.
@@ -17,13 +22,14 @@
 # they have been up for the TTL used, 1 s: a younger quorum member does not
 # count, see the man page's QUORUM), stops them at exit.
 #
-# Usage: bench/quorum.sh [RUNS]   (default 100)
+# Usage: bench/quorum.sh [RUNS [HANDOFFS]]   (default 100, 30)
 # Env:   RLOCK_BIN  the binary (default build/rlock)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RLOCK="${RLOCK_BIN:-$REPO/build/rlock}"
 RUNS="${1:-100}"
+HANDOFFS="${2:-30}"
 [[ -x "$RLOCK" ]] || { echo "no binary at $RLOCK (build first, or set RLOCK_BIN)" >&2; exit 1; }
 # shellcheck source=scripts/lib.sh
 source "$REPO/scripts/lib.sh"
@@ -80,9 +86,59 @@ for k, v in r.items():
     print(f"  {k:24} {v['mean'] * 1000:8.2f} ms  ± {v['stddev'] * 1000:5.2f}   {v['mean'] / base:5.2f}x one server")
 PY
 
+# The handoff: holder's release -> waiter's grant, on one server and on the
+# five members. The waiter is taken as blocked once every server lists a
+# BLPOP client (a release before that would be no handoff at all).
+python3 - "$HANDOFFS" "$one" "${ports[0]}" "$five" "${ports[*]}" <<'PY'
+import os, statistics, subprocess, sys, time
+rlock = os.environ["RLOCK"]
+runs = int(sys.argv[1])
+
+def blocked(ports):
+    for p in ports:
+        out = subprocess.run(["redis-cli", "-p", p, "client", "list"], capture_output=True, text=True).stdout
+        if "cmd=blpop" not in out:
+            return False
+    return True
+
+def handoff(url, ports):
+    env = dict(os.environ, RLOCK_URL=url)
+    took = []
+    for i in range(runs):
+        name = f"bench-handoff-{i}"
+        token = subprocess.run([rlock, "acquire", name, "-t", "10s"], env=env, check=True,
+                               capture_output=True, text=True).stdout.strip()
+        waiter = subprocess.Popen([rlock, "acquire", name, "-w", "30s", "-t", "10s"], env=env,
+                                  stdout=subprocess.PIPE, text=True)
+        for _ in range(500):
+            if blocked(ports):
+                break
+            time.sleep(0.01)
+        else:
+            sys.exit("bench: the waiter never blocked")
+        start = time.monotonic()
+        subprocess.run([rlock, "release", name, "--token", token], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        granted = waiter.stdout.readline().strip()
+        took.append(time.monotonic() - start)
+        if waiter.wait() != 0 or not granted:
+            sys.exit("bench: the waiter did not get the lock")
+        subprocess.run([rlock, "release", name, "--token", granted], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    took.sort()
+    return statistics.median(took) * 1000, took[int(len(took) * 0.9) - 1] * 1000
+
+one = handoff(sys.argv[2], [sys.argv[3]])
+five = handoff(sys.argv[4], sys.argv[5].split())
+print(f"handoff, holder's release -> waiter's grant ({runs} each; the release is a process too):")
+print(f"  1 server                 median {one[0]:7.2f} ms  p90 {one[1]:7.2f} ms")
+print(f"  5 members                median {five[0]:7.2f} ms  p90 {five[1]:7.2f} ms"
+      f"   {five[0] / one[0]:5.2f}x one server")
+PY
+
 # throughput URL: sections a second of 8 looping `rlock run` processes, 5 s.
 throughput() {
-  local url="$1" k out="$dir/tp.$RANDOM"
+  local url="$1" k out="$dir/tp.$RANDOM" loops=()
   mkdir "$out"
   for k in 1 2 3 4 5 6 7 8; do
     (
@@ -93,8 +149,10 @@ throughput() {
       done
       echo "$n" >"$out/$k"
     ) &
+    loops+=("$!")
   done
-  wait
+  # Not a bare `wait`: that would wait for the redis-servers too.
+  wait "${loops[@]}"
   echo "$(($(cat "$out"/* | paste -sd+ | bc) / 5))"
 }
 tp1="$(throughput "$one")"

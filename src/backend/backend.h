@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lock/protocol.h"
+#include "redis/connection.h"
 #include "redis/reply.h"
 #include "util/duration.h"
 #include "util/error.h"
@@ -92,6 +93,48 @@ class Backend {
   /// A new backend for the same deployment with connections of its own (for
   /// another thread: the heartbeat). Does no I/O.
   virtual std::unique_ptr<Backend> clone() const = 0;
+
+  // The step-wise path, for a caller that runs one call on many backends at
+  // once (the quorum): start() queues the call on a connection without
+  // blocking (Connection::begin), the caller waits on all of them with
+  // redis::wait_for_answers and hands each answer to finish(). Only the
+  // common case goes this way (a server known to be neither a Cluster node
+  // nor behind Sentinel, no replicas to WAIT for); the rest, and the
+  // follow-ups an answer may call for, go through run().
+
+  /// What finish() made of an answer.
+  struct Stepped {
+    /// Set: the call's outcome. Unset: see `again`.
+    std::optional<Result<Outcome>> outcome;
+    /// The call was queued again on the same connection (EVAL after
+    /// NOSCRIPT): wait for its next answer. Neither: run() must finish it.
+    bool again = false;
+  };
+
+  /// Queues `call` for lock `name` step-wise and returns the connection to
+  /// wait on, or null when this call must go through run().
+  virtual redis::Connection* start(const std::string& name, const lock::Call& call) {
+    (void)name;
+    (void)call;
+    return nullptr;
+  }
+  /// Queues the BLPOP of wait_for_wake() step-wise (the reply ends the wait,
+  /// whatever it is); null: use wait_for_wake().
+  virtual redis::Connection* start_wake(const std::string& name, const std::string& token,
+                                        Millis block) {
+    (void)name;
+    (void)token;
+    (void)block;
+    return nullptr;
+  }
+  /// What the answer to a call start() queued means.
+  virtual Stepped finish(const std::string& name, const lock::Call& call,
+                         Result<std::vector<redis::Reply>> answer) {
+    (void)name;
+    (void)call;
+    (void)answer;
+    return {};
+  }
 
   /// Learns, before `deadline`, what a long-lived user (the heartbeat) will
   /// need later when the server it was given may be gone (e.g. that a

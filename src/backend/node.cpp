@@ -157,6 +157,41 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   return Outcome{std::move(*reply), ack};
 }
 
+std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy& replicas,
+                                                     const std::vector<std::string>& keys,
+                                                     const lock::Call& call, bool eval) {
+  std::vector<std::vector<std::string>> commands;
+  // As in execute(): with --replicas all, ROLE travels with the script.
+  if (call.replicate_within && replicas.all()) commands.push_back({"ROLE"});
+  std::vector<std::string> script{eval ? "EVAL" : "EVALSHA",
+                                  eval ? std::string(lock_script().body) : lock_script().sha1,
+                                  std::to_string(keys.size())};
+  script.insert(script.end(), keys.begin(), keys.end());
+  script.insert(script.end(), call.args.begin(), call.args.end());
+  commands.push_back(std::move(script));
+  return commands;
+}
+
+std::optional<Result<Outcome>> script_answer(const std::string& where,
+                                             const config::ReplicaPolicy& replicas,
+                                             int& replicas_seen, const lock::Call& call,
+                                             std::vector<redis::Reply> replies) {
+  const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
+  redis::Reply& reply = replies.back();
+  if (reply.is_error())
+    return Result<Outcome>(std::unexpected(redis::server_failure(where, reply.str)));
+  const redis::Reply* role = replies.size() > 1 ? &replies.front() : nullptr;
+  if (role && !role->is_error()) replicas_seen = std::max(replicas_seen, connected_replicas(*role));
+  if (!acknowledge || (call.wrote_lease && !call.wrote_lease(reply)))
+    return Result<Outcome>(Outcome{std::move(reply), std::nullopt});
+  // A refused ROLE, or replicas to wait for: execute() words and does that.
+  if (!role || role->is_error()) return std::nullopt;
+  Ack ack;
+  ack.wanted = replicas.all() ? replicas_seen : *replicas.count;
+  if (ack.wanted > 0) return std::nullopt;
+  return Result<Outcome>(Outcome{std::move(reply), ack});
+}
+
 Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const std::string& prefix,
                                                  Millis command_timeout) {
   std::vector<std::string> names;

@@ -69,6 +69,22 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
                         const std::vector<std::string>* first = nullptr,
                         redis::Reply* first_reply = nullptr);
 
+/// The step-wise form of execute() (no ASK): the commands that run `call`
+/// on the lock's master, ROLE first when --replicas all will need it, and
+/// the script by EVALSHA (EVAL with `eval`: the cache lost it).
+std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy& replicas,
+                                                     const std::vector<std::string>& keys,
+                                                     const lock::Call& call, bool eval);
+
+/// What the replies to script_request() mean, as execute() would say, or
+/// nullopt when only execute() can settle it: replicas to WAIT for. A
+/// server's error reply is an error here; the caller looks at NOSCRIPT,
+/// redirections and transient refusals before.
+std::optional<Result<Outcome>> script_answer(const std::string& where,
+                                             const config::ReplicaPolicy& replicas,
+                                             int& replicas_seen, const lock::Call& call,
+                                             std::vector<redis::Reply> replies);
+
 /// The names of every lock whose meta key SCAN finds on `conn`, sorted,
 /// without duplicates. Bounded in steps and time (a broken server's cursor
 /// may never return to 0).

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "lock/protocol.h"
+#include "redis/multiplexer.h"
 #include "redis/server_error.h"
 #include "supervise/fd.h"
 
@@ -47,26 +48,36 @@ void drain_eventfd(const Fd& fd) {
   (void)!read(fd.get(), &count, sizeof count);
 }
 
-/// One member: its backend, used only by its own thread, which runs the
-/// jobs posted to it in order. Order matters: a give-back release posted
-/// after an acquire reaches the member after it, even when the acquire is
-/// stuck on a frozen server. A running job can be cancelled through the
-/// member backend's interrupt fd.
+struct Batch;
+
+/// One member. Its backend is used either by the caller's thread, step-wise
+/// (Backend::start/finish: a request queued on a connection that
+/// redis::wait_for_answers drives with every other member's), or, for what
+/// cannot go that way (Sentinel, Cluster, WAIT, a reconnection, a
+/// redirection), by a thread of its own, started at the first such job,
+/// which runs the jobs posted to it in order. Never both at once: a job is
+/// posted only after the member's step-wise requests have been handed over
+/// to the thread (in order), and the step-wise path is used only while the
+/// thread is idle. Order matters: a give-back release sent after an acquire
+/// reaches the member after it, even when the acquire is stuck on a frozen
+/// server. A running job can be cancelled through the member backend's
+/// interrupt fd.
 class Member {
  public:
   using Work = std::function<void(Backend&)>;
 
+  /// A call queued step-wise, in the order of the connection's requests.
+  struct InFlight {
+    std::shared_ptr<Batch> batch;
+    std::string name;
+    lock::Call call;  // empty args: a BLPOP (wait_for_wake)
+    Deadline deadline;
+    Deadline sent;
+  };
+
   explicit Member(std::unique_ptr<Backend> backend)
       : m_backend(std::move(backend)), m_template(m_backend->clone()), m_cancel(make_eventfd()) {
     m_backend->set_interrupt_fd(m_cancel.get());
-    // The thread must never take a signal: `run` blocks signals and reads
-    // them from a signalfd in the main thread, and a waiter's handler must
-    // run there too. A thread inherits the creating thread's mask.
-    sigset_t all, saved;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved);
-    m_thread = std::thread([this] { loop(); });
-    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
 
   Member(const Member&) = delete;
@@ -77,9 +88,19 @@ class Member {
     finish_by(Clock::now(), Millis(0));
   }
 
-  /// Queues `work`; returns its id (for cancel).
+  /// Queues `work` for the member's thread; returns its id (for cancel).
   std::uint64_t post(Work work) {
     std::lock_guard lock(m_mutex);
+    if (!m_thread.joinable()) {
+      // The thread must never take a signal: `run` blocks signals and reads
+      // them from a signalfd in the main thread, and a waiter's handler
+      // must run there too. A thread inherits the creating thread's mask.
+      sigset_t all, saved;
+      sigfillset(&all);
+      pthread_sigmask(SIG_SETMASK, &all, &saved);
+      m_thread = std::thread([this] { loop(); });
+      pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    }
     const std::uint64_t id = ++m_last_id;
     m_jobs.push_back(Job{id, std::move(work)});
     m_wake.notify_one();
@@ -96,8 +117,18 @@ class Member {
     std::erase_if(m_jobs, [id](const Job& job) { return job.id == id; });
   }
 
-  /// What clone(), describe() and the like read: a copy made before the
-  /// thread started, never touched by it.
+  /// Whether the thread has nothing to do (then the backend is the
+  /// caller's, for the step-wise path).
+  bool idle() const {
+    std::lock_guard lock(m_mutex);
+    return m_jobs.empty() && m_current == 0;
+  }
+
+  /// The backend, for the step-wise path: only while idle().
+  Backend& backend() { return *m_backend; }
+
+  /// What clone(), describe() and the like read: a copy made up front,
+  /// never touched by the thread.
   const Backend& model() const { return *m_template; }
 
   void stop_accepting() {
@@ -123,6 +154,12 @@ class Member {
     }
     m_thread.join();
   }
+
+  /// The step-wise requests, oldest first, and their connection.
+  std::deque<InFlight> in_flight;
+  redis::Connection* connection = nullptr;
+  /// Whether the member answered anything step-wise in this process.
+  bool answered = false;
 
  private:
   struct Job {
@@ -153,7 +190,7 @@ class Member {
   std::unique_ptr<Backend> m_backend;
   std::unique_ptr<Backend> m_template;
   Fd m_cancel;
-  std::mutex m_mutex;
+  mutable std::mutex m_mutex;
   std::condition_variable m_wake, m_idle;
   std::deque<Job> m_jobs;
   std::uint64_t m_current = 0, m_last_id = 0;
@@ -171,7 +208,7 @@ struct Batch {
   std::mutex mutex;
   std::vector<MemberReply> replies;
   std::vector<std::optional<Result<std::vector<NamedReply>>>> lists;
-  std::vector<std::uint64_t> jobs;  // the caller's: job id per member, 0 = not asked
+  std::vector<std::uint64_t> jobs;  // the caller's: thread job id per member, 0 = none
   Fd ready = make_eventfd();
 
   void answer(std::size_t member, MemberReply reply) {
@@ -180,6 +217,13 @@ struct Batch {
     signal_eventfd(ready);
   }
 };
+
+MemberReply failed_reply(std::string problem) {
+  MemberReply m;
+  m.state = MemberReply::State::failed;
+  m.problem = std::move(problem);
+  return m;
+}
 
 MemberReply reply_of(Result<Outcome> outcome) {
   MemberReply m;
@@ -224,10 +268,26 @@ class QuorumBackend final : public Backend {
     // three of five members refused the connection at once, leaves the
     // others' first jobs running, and their give-backs behind them), so a
     // frozen member does not cost the whole grace at every exit.
+    // The same rule holds for step-wise requests: a member that has
+    // answered nothing in this process, and whose oldest request has been
+    // out for 100 ms, is not waited for.
     constexpr Millis k_grace{250};
     constexpr Millis k_stuck{100};
-    for (auto& m : m_members) m->stop_accepting();
     const Deadline until = Clock::now() + k_grace;
+    for (;;) {
+      auto connections = busy_connections();
+      bool any = false;
+      for (std::size_t k = 0; k < m_members.size(); ++k) {
+        const Member& m = *m_members[k];
+        if (connections[k] && !m.answered && Clock::now() - m.in_flight.front().sent > k_stuck)
+          connections[k] = nullptr;
+        any = any || connections[k];
+      }
+      if (!any || Clock::now() >= until) break;
+      // In slices, so that a member's turn to count as stuck is noticed.
+      if (!drive(std::move(connections), std::min(until, Clock::now() + Millis(10)), -1)) break;
+    }
+    for (auto& m : m_members) m->stop_accepting();
     for (auto& m : m_members) m->finish_by(until, k_stuck);
   }
 
@@ -266,10 +326,40 @@ class QuorumBackend final : public Backend {
   /// others count as failed ("not asked").
   std::shared_ptr<Batch> send(const std::string& name, const lock::Call& call, Deadline deadline,
                               const std::vector<std::size_t>& to = {});
+  /// Sends `name`'s `call` (empty args: the BLPOP of a wait for `block`
+  /// on `token`'s wake list) to member `k` for `batch`: step-wise when the
+  /// member's backend can take it that way, else on the member's thread.
+  void dispatch(std::size_t k, const std::shared_ptr<Batch>& batch, const std::string& name,
+                const lock::Call& call, Deadline deadline, const std::string& token = {},
+                Millis block = Millis(0));
+  /// Hands member `k`'s step-wise requests over to its thread, in order,
+  /// and closes the step-wise connection.
+  void hand_over(std::size_t k);
+  /// Posts `work` to member `k`'s thread, after hand_over(k).
+  std::uint64_t post(std::size_t k, Member::Work work);
+  /// Posts run(name, call, deadline) to member `k`'s thread, answering `batch`.
+  std::uint64_t post_run(std::size_t k, const std::shared_ptr<Batch>& batch,
+                         const std::string& name, const lock::Call& call, Deadline deadline);
+  /// What member `k`'s oldest step-wise request got: its batch's answer, a
+  /// request queued again, or a follow-up on the member's thread.
+  void on_answer(std::size_t k, Result<std::vector<redis::Reply>> answer);
+  /// Drops member `k`'s step-wise requests (answered as failed) and closes
+  /// its connection (a blocked BLPOP ends only so).
+  void abandon(std::size_t k, const std::string& why);
+  /// Per member, its connection if it has step-wise requests in flight.
+  std::vector<redis::Connection*> busy_connections() const;
+  /// redis::wait_for_answers on `connections` (members' step-wise
+  /// requests), answers going to on_answer, until `decided` (if given).
+  Result<redis::Waited> drive(std::vector<redis::Connection*> connections, Deadline deadline,
+                              int interrupt_fd, const std::function<bool()>& decided = {},
+                              int wake_fd = -1);
+  /// Writes what the sockets take now and reads what has arrived, without
+  /// waiting: what was just sent leaves at once.
+  void kick();
   /// Waits until `decided` says so, the deadline passes (members that have
-  /// not answered stay pending) or the interrupt fd becomes readable.
-  Result<std::vector<MemberReply>> gather(Batch& batch, Deadline deadline,
-                                          const Decided& decided) const;
+  /// not answered stay pending) or the interrupt fd becomes readable. Every
+  /// member's step-wise requests advance meanwhile, whatever their batch.
+  Result<std::vector<MemberReply>> gather(Batch& batch, Deadline deadline, const Decided& decided);
   /// Releases `token` on the given members without waiting for them.
   void give_back(const std::string& name, const std::string& token,
                  const std::vector<std::size_t>& to);
@@ -303,36 +393,168 @@ std::shared_ptr<Batch> QuorumBackend::send(const std::string& name, const lock::
   auto batch = std::make_shared<Batch>(m_members.size());
   for (std::size_t k = 0; k < m_members.size(); ++k) {
     if (!to.empty() && std::find(to.begin(), to.end(), k) == to.end()) {
-      batch->replies[k].state = MemberReply::State::failed;
-      batch->replies[k].problem = "not asked";
+      batch->replies[k] = failed_reply("not asked");
       continue;
     }
-    batch->jobs[k] = m_members[k]->post([batch, k, name, call, deadline](Backend& backend) {
-      batch->answer(k, reply_of(backend.run(name, call, deadline)));
-    });
+    dispatch(k, batch, name, call, deadline);
   }
+  kick();
   return batch;
 }
 
-Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline deadline,
-                                                       const Decided& decided) const {
-  for (;;) {
-    std::vector<MemberReply> replies;
-    {
-      std::lock_guard lock(batch.mutex);
-      replies = batch.replies;
+void QuorumBackend::dispatch(std::size_t k, const std::shared_ptr<Batch>& batch,
+                             const std::string& name, const lock::Call& call, Deadline deadline,
+                             const std::string& token, Millis block) {
+  Member& m = *m_members[k];
+  const bool wake = call.args.empty();
+  if (m.idle()) {
+    Backend& backend = m.backend();
+    if (redis::Connection* c =
+            wake ? backend.start_wake(name, token, block) : backend.start(name, call)) {
+      m.connection = c;
+      m.in_flight.push_back({batch, name, call, deadline, Clock::now()});
+      return;
     }
-    const bool all = std::none_of(replies.begin(), replies.end(), [](const MemberReply& m) {
-      return m.state == MemberReply::State::pending;
-    });
-    if (all || decided(replies)) return replies;
-    const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
-    if (left <= Millis(0)) return replies;
-    pollfd fds[2] = {{batch.ready.get(), POLLIN, 0}, {m_interrupt_fd, POLLIN, 0}};
-    const int ready = poll(fds, m_interrupt_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
-    if (ready > 0 && m_interrupt_fd >= 0 && (fds[1].revents & POLLIN))
-      return fail(Error::Code::interrupted, "interrupted while waiting for the quorum");
-    drain_eventfd(batch.ready);
+  }
+  if (!wake) {
+    batch->jobs[k] = post_run(k, batch, name, call, deadline);
+    return;
+  }
+  batch->jobs[k] = post(k, [batch, k, name, token, block](Backend& backend) {
+    MemberReply m;
+    if (auto woke = backend.wait_for_wake(name, token, block); woke) {
+      m.state = MemberReply::State::replied;
+    } else {
+      m = failed_reply(woke.error().message);
+    }
+    batch->answer(k, std::move(m));
+  });
+}
+
+void QuorumBackend::hand_over(std::size_t k) {
+  Member& m = *m_members[k];
+  if (m.in_flight.empty()) return;
+  // The thread runs them again, in order (operations are idempotent by
+  // token, so one the server already ran may run twice); a BLPOP is not
+  // worth running again: its waiter asks again anyway.
+  std::deque<Member::InFlight> moved = std::move(m.in_flight);
+  m.in_flight.clear();
+  m.connection->abandon();
+  for (auto& f : moved) {
+    if (f.call.args.empty()) {
+      f.batch->answer(k, failed_reply("cancelled"));
+      continue;
+    }
+    f.batch->jobs[k] = post_run(k, f.batch, f.name, f.call, f.deadline);
+  }
+}
+
+std::uint64_t QuorumBackend::post(std::size_t k, Member::Work work) {
+  hand_over(k);
+  return m_members[k]->post(std::move(work));
+}
+
+std::uint64_t QuorumBackend::post_run(std::size_t k, const std::shared_ptr<Batch>& batch,
+                                      const std::string& name, const lock::Call& call,
+                                      Deadline deadline) {
+  return post(k, [batch, k, name, call, deadline](Backend& backend) {
+    batch->answer(k, reply_of(backend.run(name, call, deadline)));
+  });
+}
+
+void QuorumBackend::on_answer(std::size_t k, Result<std::vector<redis::Reply>> answer) {
+  Member& m = *m_members[k];
+  m.answered = true;
+  Member::InFlight f = std::move(m.in_flight.front());
+  m.in_flight.pop_front();
+  if (f.call.args.empty()) {
+    // A BLPOP: any reply ends the wait (a wake-up, or the block's end).
+    if (answer) {
+      MemberReply woke;
+      woke.state = MemberReply::State::replied;
+      f.batch->answer(k, std::move(woke));
+    } else {
+      f.batch->answer(k, failed_reply(answer.error().message));
+    }
+    return;
+  }
+  Backend::Stepped stepped = m.backend().finish(f.name, f.call, std::move(answer));
+  if (stepped.outcome) {
+    f.batch->answer(k, reply_of(std::move(*stepped.outcome)));
+  } else if (stepped.again) {
+    // Queued again at the end of the connection's requests: so in ours.
+    m.in_flight.push_back(std::move(f));
+  } else {
+    // A follow-up (reconnect, redirection, WAIT, a transient refusal):
+    // run() on the member's thread, with what is left of the deadline, so
+    // that it cannot hold up the other members; before the requests queued
+    // after it, which follow it there.
+    m.in_flight.push_front(std::move(f));
+    hand_over(k);
+  }
+}
+
+void QuorumBackend::abandon(std::size_t k, const std::string& why) {
+  Member& m = *m_members[k];
+  if (m.in_flight.empty()) return;
+  for (auto& f : m.in_flight) f.batch->answer(k, failed_reply(why));
+  m.in_flight.clear();
+  m.connection->abandon();
+}
+
+std::vector<redis::Connection*> QuorumBackend::busy_connections() const {
+  std::vector<redis::Connection*> connections(m_members.size(), nullptr);
+  for (std::size_t k = 0; k < m_members.size(); ++k)
+    if (!m_members[k]->in_flight.empty()) connections[k] = m_members[k]->connection;
+  return connections;
+}
+
+Result<redis::Waited> QuorumBackend::drive(std::vector<redis::Connection*> connections,
+                                           Deadline deadline, int interrupt_fd,
+                                           const std::function<bool()>& decided, int wake_fd) {
+  return redis::wait_for_answers(
+      connections, deadline, interrupt_fd,
+      [&](std::size_t k, Result<std::vector<redis::Reply>> answer) {
+        on_answer(k, std::move(answer));
+        // Nothing left in flight: done, or handed over to the member's
+        // thread, whose connection it is now. Not to be touched again.
+        if (m_members[k]->in_flight.empty()) connections[k] = nullptr;
+        return decided && decided() ? redis::Then::stop : redis::Then::wait;
+      },
+      wake_fd);
+}
+
+void QuorumBackend::kick() {
+  // A deadline already passed: every connection steps once, nothing waits.
+  (void)drive(busy_connections(), Clock::now(), -1);
+}
+
+Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline deadline,
+                                                       const Decided& decided) {
+  const auto snapshot = [&batch] {
+    std::lock_guard lock(batch.mutex);
+    return batch.replies;
+  };
+  const auto done = [&decided](const std::vector<MemberReply>& replies) {
+    return decided(replies) ||
+           std::none_of(replies.begin(), replies.end(), [](const MemberReply& m) {
+             return m.state == MemberReply::State::pending;
+           });
+  };
+  for (;;) {
+    auto replies = snapshot();
+    if (done(replies) || Clock::now() >= deadline) return replies;
+    // Step-wise answers land in their batches through on_answer; a
+    // thread's answer signals batch.ready (woken).
+    auto waited = drive(
+        busy_connections(), deadline, m_interrupt_fd, [&] { return done(snapshot()); },
+        batch.ready.get());
+    if (!waited) {
+      if (waited.error().code == Error::Code::interrupted)
+        return fail(Error::Code::interrupted, "interrupted while waiting for the quorum");
+      return std::unexpected(waited.error());
+    }
+    if (*waited == redis::Waited::woken) drain_eventfd(batch.ready);
   }
 }
 
@@ -419,7 +641,9 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
         if (std::find(kept.begin(), kept.end(), k) == kept.end()) others.push_back(k);
       give_back(name, token, others);
       lock::Call retake = call;
-      retake.args[6] = "0";
+      // assign(), not = "0": GCC 12 sees an overlap in the inlined copy
+      // of a literal (a -Wrestrict false positive).
+      retake.args[6].assign(1, '0');
       m_held[token] = std::move(retake);
       redis::Reply granted;
       granted.type = redis::Reply::Type::array;
@@ -559,24 +783,23 @@ Result<void> QuorumBackend::wait_for_wake(const std::string& name, const std::st
   // Blocks on the wake list of every member at once: the first wake-up (or
   // the end of the block) ends the wait, and the other waits are cut short.
   auto batch = std::make_shared<Batch>(m_members.size());
-  for (std::size_t k = 0; k < m_members.size(); ++k) {
-    batch->jobs[k] = m_members[k]->post([batch, k, name, token, block](Backend& backend) {
-      MemberReply m;
-      if (auto woke = backend.wait_for_wake(name, token, block); woke) {
-        m.state = MemberReply::State::replied;
-      } else {
-        m.state = MemberReply::State::failed;
-        m.problem = woke.error().message;
-      }
-      batch->answer(k, std::move(m));
-    });
-  }
+  for (std::size_t k = 0; k < m_members.size(); ++k)
+    dispatch(k, batch, name, lock::Call{}, Clock::now() + block, token, block);
+  kick();
   const Deadline deadline = Clock::now() + block + command_timeout();
   auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>& r) {
     return std::any_of(r.begin(), r.end(),
                        [](const MemberReply& m) { return m.state == MemberReply::State::replied; });
   });
-  for (std::size_t k = 0; k < m_members.size(); ++k) m_members[k]->cancel(batch->jobs[k]);
+  for (std::size_t k = 0; k < m_members.size(); ++k) {
+    if (batch->jobs[k] != 0) m_members[k]->cancel(batch->jobs[k]);
+    // A BLPOP still blocked ends only with its connection (and with it
+    // whatever was queued before it: written, so most likely run).
+    const auto& in_flight = m_members[k]->in_flight;
+    if (std::any_of(in_flight.begin(), in_flight.end(),
+                    [&](const Member::InFlight& f) { return f.batch == batch; }))
+      abandon(k, "the wait ended");
+  }
   if (!replies) return std::unexpected(replies.error());
   const bool woke = std::any_of(replies->begin(), replies->end(), [](const MemberReply& m) {
     return m.state != MemberReply::State::failed;
@@ -589,7 +812,7 @@ Result<void> QuorumBackend::wait_for_wake(const std::string& name, const std::st
 Result<std::vector<NamedReply>> QuorumBackend::run_on_every_lock(const lock::Call& call) {
   auto batch = std::make_shared<Batch>(m_members.size());
   for (std::size_t k = 0; k < m_members.size(); ++k) {
-    batch->jobs[k] = m_members[k]->post([batch, k, call](Backend& backend) {
+    batch->jobs[k] = post(k, [batch, k, call](Backend& backend) {
       auto listed = backend.run_on_every_lock(call);
       MemberReply m;
       m.state = listed ? MemberReply::State::replied : MemberReply::State::failed;

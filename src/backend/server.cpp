@@ -28,6 +28,12 @@ class ServerBackend final : public Backend {
                                                Millis block, const lock::Call& then) override;
   Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
 
+  redis::Connection* start(const std::string& name, const lock::Call& call) override;
+  redis::Connection* start_wake(const std::string& name, const std::string& token,
+                                Millis block) override;
+  Stepped finish(const std::string& name, const lock::Call& call,
+                 Result<std::vector<redis::Reply>> answer) override;
+
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
     if (m_connection) m_connection->set_interrupt_fd(fd);
@@ -70,6 +76,10 @@ class ServerBackend final : public Backend {
  private:
   bool sentinel() const { return !m_target.sentinels.empty(); }
   Result<redis::Connection*> connection(Deadline deadline);
+  /// The connection for the step-wise path, unopened until its first
+  /// request; null when this deployment needs run() (Sentinel, Cluster, a
+  /// Cluster probe still to make).
+  redis::Connection* stepwise_connection();
   /// Whether a failure means the master may have moved: ask the Sentinels
   /// again (connection lost, READONLY from a demoted master, LOADING from a
   /// restarted one, MASTERDOWN).
@@ -171,6 +181,81 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
   }
   m_connection->set_interrupt_fd(m_interrupt_fd);
   return &*m_connection;
+}
+
+redis::Connection* ServerBackend::stepwise_connection() {
+  if (m_cluster || sentinel()) return nullptr;
+  if (!m_connection) {
+    redis::ConnectOptions options = m_target.server;
+    options.interrupt_fd = m_interrupt_fd;
+    m_connection.emplace(redis::Connection::unopened(options));
+  }
+  return &*m_connection;
+}
+
+redis::Connection* ServerBackend::start(const std::string& name, const lock::Call& call) {
+  // WAIT for a fixed number of replicas always blocks: run() does it.
+  if (call.replicate_within && !m_target.replicas.all() && *m_target.replicas.count > 0)
+    return nullptr;
+  redis::Connection* conn = stepwise_connection();
+  if (!conn) return nullptr;
+  auto commands =
+      script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, false);
+  // The question probe_cluster() asks travels ahead of the script (finish()
+  // reads its answer), so that a heartbeat's clone needs no round trip of
+  // its own.
+  if (m_probe_cluster) commands.insert(commands.begin(), {"INFO", "cluster"});
+  // A request that cannot even be queued (an unresolvable host) fails
+  // again, and is worded, in run().
+  if (!conn->begin(commands)) return nullptr;
+  return conn;
+}
+
+redis::Connection* ServerBackend::start_wake(const std::string& name, const std::string& token,
+                                             Millis block) {
+  redis::Connection* conn = stepwise_connection();
+  if (!conn) return nullptr;
+  if (!conn->begin({blpop_command(lock::wake_key(m_target.prefix, name, token), block)}))
+    return nullptr;
+  return conn;
+}
+
+Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call& call,
+                                       Result<std::vector<redis::Reply>> answer) {
+  if (!answer) {
+    // A connection lost (or never made): run() connects again and tries
+    // once more, as it does for a connection that went stale.
+    if (answer.error().code == Error::Code::unreachable) return {};
+    return {Result<Outcome>(std::unexpected(answer.error())), false};
+  }
+  // The answer to a pipelined INFO cluster (see start()), when there is one.
+  const std::size_t script_replies = call.replicate_within && m_target.replicas.all() ? 2 : 1;
+  if (answer->size() == script_replies + 1) {
+    const redis::Reply info = std::move(answer->front());
+    answer->erase(answer->begin());
+    // A Cluster node after all: run() probes again and hands over to the
+    // Cluster backend (a refusal of INFO means a plain server, as there).
+    if (!info.is_error() && info.str.find("cluster_enabled:1") != std::string::npos) return {};
+    m_probe_cluster = false;
+    m_not_cluster = true;
+  }
+  if (const redis::Reply& last = answer->back(); last.is_error()) {
+    const Error error = redis::classify_server_error(last.str);
+    // The script cache is empty (restart, SCRIPT FLUSH): EVAL loads it again.
+    if (error.server == redis::ServerError::noscript &&
+        m_connection->begin(
+            script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, true)))
+      return {std::nullopt, true};
+    // A Cluster node, or a refusal to ride out: run() knows what to do.
+    if (server_kind(error, {redis::ServerError::moved, redis::ServerError::ask,
+                            redis::ServerError::clusterdown}) ||
+        (error.code == Error::Code::server && redis::is_transient(error.server)))
+      return {};
+  }
+  auto outcome =
+      script_answer(describe(), m_target.replicas, m_replicas_seen, call, std::move(*answer));
+  if (!outcome) return {};  // replicas to WAIT for
+  return {std::move(*outcome), false};
 }
 
 Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& call,

@@ -1,8 +1,10 @@
 #include "redis/connection.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 
 #include <array>
+#include <deque>
 #include <iterator>
 #include <stdexcept>
 
@@ -12,6 +14,9 @@
 
 namespace rlock::redis {
 namespace {
+
+/// How big a piece of a reply one read takes.
+constexpr std::size_t k_read_size = std::size_t{16} * 1024;
 
 /// A RESP error reply from `name` becomes an Error; other replies pass through.
 Result<Reply> checked(Result<Reply> reply, const std::string& name) {
@@ -29,6 +34,26 @@ struct Connection::Impl {
   RespReader reader;
   std::string name;      // the redacted URL
   bool opening = false;  // AUTH and SELECT of open() must not reconnect
+
+  /// Step-wise use: the bytes not written yet, and for each request still
+  /// to be answered, how many replies it takes and what it is (AUTH and
+  /// SELECT of a step-wise open are checked here, not handed out).
+  enum class Purpose { auth, select, request };
+  struct Expected {
+    std::size_t count;
+    Purpose purpose;
+  };
+  std::string outgoing;
+  std::deque<Expected> expected;
+  std::vector<Reply> got;  // of the oldest request, so far
+
+  void abandon() {
+    transport.reset();
+    reader = RespReader();
+    outgoing.clear();
+    expected.clear();
+    got.clear();
+  }
 
   /// Connects, authenticates and selects the database, within the connect
   /// timeout and `limit`, whichever ends first.
@@ -68,6 +93,9 @@ struct Connection::Impl {
   /// reconnecting.
   Result<std::vector<Reply>> exchange(std::string_view request, std::size_t count,
                                       const TimeLimit& limit) {
+    // Step-wise requests still in flight (or a step-wise open not done):
+    // their replies would be taken for ours.
+    if (!opening && (!expected.empty() || (transport && !transport->connected()))) abandon();
     if (!transport || (!opening && !transport->usable())) {
       if (opening)
         return fail(Error::Code::unreachable, fmt::format("{}: connection closed", name));
@@ -84,7 +112,7 @@ struct Connection::Impl {
       return std::unexpected(sent.error());
     }
     std::vector<Reply> replies;
-    std::array<char, std::size_t{16} * 1024> buffer;
+    std::array<char, k_read_size> buffer;
     while (replies.size() < count) {
       auto reply = reader.next();
       if (!reply)
@@ -110,24 +138,42 @@ struct Connection::Impl {
   /// AUTH with the password, if one is known: `AUTH user password` (ACL,
   /// Redis 6+) with a user, else the one-argument form every server knows.
   Result<void> authenticate(const TimeLimit& limit) {
+    const auto args = auth_command();
+    if (!args) return {};
+    const auto reply = call(*args, limit);
+    if (!reply) return std::unexpected(reply.error());
+    if (!reply->is_error()) return {};
+    return std::unexpected(auth_refused(*reply));
+  }
+
+  /// The AUTH command for the known password, if there is one.
+  std::optional<std::vector<std::string>> auth_command() const {
     const auto& password = options.password ? options.password : options.url.password;
-    if (!password) return {};
+    if (!password) return std::nullopt;
     const auto& user = options.user ? options.user : options.url.user;
     std::vector<std::string> args{"AUTH"};
     if (user) args.push_back(*user);
     args.push_back(*password);
-    const auto reply = call(args, limit);
-    if (!reply) return std::unexpected(reply.error());
-    if (!reply->is_error()) return {};
+    return args;
+  }
+
+  /// The error for an AUTH refused with `reply`.
+  Error auth_refused(const Reply& reply) const {
     // Besides WRONGPASS, an "ERR ..." answer to AUTH means the credentials do
     // not fit this server (no password configured, no ACL on Redis 5): still
     // an authentication problem for the user to fix. LOADING and the like
     // are not.
-    const Error error = classify_server_error(reply->str);
-    const bool auth = error.code == Error::Code::auth || reply->str.starts_with("ERR");
-    return std::unexpected(Error{auth ? Error::Code::auth : error.code,
-                                 fmt::format("authentication failed for {}: {}", name, reply->str),
-                                 error.server});
+    const Error error = classify_server_error(reply.str);
+    const bool auth = error.code == Error::Code::auth || reply.str.starts_with("ERR");
+    return Error{auth ? Error::Code::auth : error.code,
+                 fmt::format("authentication failed for {}: {}", name, reply.str), error.server};
+  }
+
+  /// The error for a SELECT refused with `reply`.
+  Error select_refused(int db, const Reply& reply) const {
+    Error error = server_failure(name, reply.str);
+    error.message = fmt::format("cannot select database {} on {}: {}", db, name, error.message);
+    return error;
   }
 
   /// SELECT, unless the URL wants database 0, where every connection starts.
@@ -137,9 +183,71 @@ struct Connection::Impl {
     const auto reply = call(args, limit);
     if (!reply) return std::unexpected(reply.error());
     if (!reply->is_error()) return {};
-    Error error = server_failure(name, reply->str);
-    error.message = fmt::format("cannot select database {} on {}: {}", db, name, error.message);
-    return std::unexpected(error);
+    return std::unexpected(select_refused(db, *reply));
+  }
+
+  /// Queues `request` (`count` replies), opening the connection step-wise
+  /// first when it is closed or unusable and nothing is in flight.
+  Result<void> begin(const std::string& request, std::size_t count) {
+    if (expected.empty() && (!transport || (transport->connected() && !transport->usable()))) {
+      abandon();
+      ConnectOptions step_options = options;
+      step_options.interrupt_fd = -1;  // nothing step-wise waits
+      auto started = Transport::start_open(step_options);
+      if (!started) return std::unexpected(started.error());
+      transport = std::move(*started);
+      if (auto auth = auth_command()) {
+        outgoing += format_command(*auth);
+        expected.push_back({1, Purpose::auth});
+      }
+      if (options.url.db != 0) {
+        const std::string args[] = {"SELECT", std::to_string(options.url.db)};
+        outgoing += format_command(args);
+        expected.push_back({1, Purpose::select});
+      }
+    }
+    outgoing += request;
+    expected.push_back({count, Purpose::request});
+    return {};
+  }
+
+  Result<std::optional<std::vector<Reply>>> step() {
+    if (expected.empty()) return std::nullopt;
+    if (!transport->connected()) {
+      auto done = transport->open_step();
+      if (!done) return std::unexpected(done.error());
+      if (!*done) return std::nullopt;
+    }
+    while (!outgoing.empty()) {
+      auto written = transport->try_write(outgoing);
+      if (!written) return std::unexpected(written.error());
+      if (*written == 0) break;
+      outgoing.erase(0, *written);
+    }
+    std::array<char, k_read_size> buffer;
+    for (;;) {
+      auto reply = reader.next();
+      if (!reply)
+        return fail(reply.error().code, fmt::format("{}: {}", name, reply.error().message));
+      if (!*reply) {
+        const auto read = transport->try_read(buffer);
+        if (!read) return std::unexpected(read.error());
+        if (*read == 0) return std::nullopt;
+        reader.feed({buffer.data(), *read});
+        continue;
+      }
+      got.push_back(std::move(**reply));
+      if (got.size() < expected.front().count) continue;
+      const Purpose purpose = expected.front().purpose;
+      expected.pop_front();
+      std::vector<Reply> replies = std::move(got);
+      got.clear();
+      if (purpose == Purpose::request) return replies;
+      if (replies.front().is_error())
+        return std::unexpected(purpose == Purpose::auth
+                                   ? auth_refused(replies.front())
+                                   : select_refused(options.url.db, replies.front()));
+    }
   }
 };
 
@@ -159,6 +267,50 @@ Result<Connection> Connection::connect(const ConnectOptions& options) {
   if (auto opened = impl.open(TimeLimit::after(options.connect_timeout)); !opened)
     return std::unexpected(opened.error());
   return connection;
+}
+
+Connection Connection::unopened(const ConnectOptions& options) {
+  Connection connection;
+  connection.m_impl->options = options;
+  connection.m_impl->name = options.url.redacted();
+  return connection;
+}
+
+Result<void> Connection::begin(const std::vector<std::vector<std::string>>& commands) {
+  std::string request;
+  for (const auto& args : commands) request += format_command(args);
+  auto begun = m_impl->begin(request, commands.size());
+  if (!begun) m_impl->abandon();
+  return begun;
+}
+
+Result<std::optional<std::vector<Reply>>> Connection::step() {
+  auto stepped = m_impl->step();
+  if (!stepped) m_impl->abandon();
+  return stepped;
+}
+
+std::size_t Connection::in_flight() const {
+  std::size_t requests = 0;
+  for (const auto& e : m_impl->expected)
+    if (e.purpose == Impl::Purpose::request) ++requests;
+  return requests;
+}
+
+Connection::Readiness Connection::readiness() const {
+  const Impl& impl = *m_impl;
+  if (impl.expected.empty() || !impl.transport) return {};
+  const Transport& t = *impl.transport;
+  if (!t.connected()) return {t.fd(), t.poll_events(), false};
+  // Always ready to read an answer; to write while bytes wait; and whatever
+  // TLS asked for last (it may need to write to read, or the reverse).
+  const short events =
+      static_cast<short>(POLLIN | (impl.outgoing.empty() ? 0 : POLLOUT) | t.poll_events());
+  return {t.fd(), events, t.buffered()};
+}
+
+void Connection::abandon() {
+  m_impl->abandon();
 }
 
 Result<Reply> Connection::command(std::span<const std::string> args, Deadline deadline) {

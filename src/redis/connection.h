@@ -57,6 +57,8 @@ class Connection {
   /// Errors: unreachable (refused, timeout, DNS), auth (WRONGPASS, NOAUTH,
   /// TLS verification), server, protocol.
   static Result<Connection> connect(const ConnectOptions& options);
+  /// A connection that connects at its first use (a command, or begin()).
+  static Connection unopened(const ConnectOptions& options);
 
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;
@@ -79,6 +81,35 @@ class Connection {
   /// SCRIPT FLUSH).
   Result<Reply> eval(const Script& script, std::span<const std::string> keys,
                      std::span<const std::string> args, Deadline deadline);
+
+  // Step-wise use, for redis::Multiplexer, which waits on many connections
+  // at once under one deadline: begin() queues a request, step() never
+  // blocks and hands out each request's replies once they are all in.
+  // Requests queued one after another travel in order on this connection
+  // (pipelined), so a later one is run after an earlier one even when the
+  // server has not answered that yet. A blocking command on a connection
+  // with requests in flight closes it first.
+
+  /// Queues `commands` as one request. A closed connection (or one found
+  /// unusable while nothing is in flight) is opened again step-wise, AUTH
+  /// and SELECT written ahead of the request; their refusals are its error.
+  Result<void> begin(const std::vector<std::vector<std::string>>& commands);
+  /// Writes what it can, reads what has arrived: the replies of the oldest
+  /// request (error replies in place) once all are in, else nullopt. Any
+  /// failure closes the connection and drops every queued request.
+  Result<std::optional<std::vector<Reply>>> step();
+  /// Requests queued and not answered yet.
+  std::size_t in_flight() const;
+  /// What step() waits for: poll `fd` for `events`; `now`: it can make
+  /// progress without waiting (TLS bytes already decrypted).
+  struct Readiness {
+    int fd = -1;
+    short events = 0;
+    bool now = false;
+  };
+  Readiness readiness() const;
+  /// Drops every queued request and closes (their replies may be in flight).
+  void abandon();
 
   /// A file descriptor that, when readable, interrupts a blocked command with
   /// Error::Code::interrupted (the connection is closed afterwards, since a

@@ -70,6 +70,7 @@ inline constexpr std::string_view k_libssl = "libssl.so.3";
   X(ssl, SSL_get_verify_result)                  \
   X(ssl, SSL_new)                                \
   X(ssl, SSL_peek_ex)                            \
+  X(ssl, SSL_pending)                            \
   X(ssl, SSL_read_ex)                            \
   X(ssl, SSL_set1_host)                          \
   X(ssl, SSL_set_bio)                            \

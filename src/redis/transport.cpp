@@ -172,6 +172,19 @@ Result<std::vector<Address>> resolve(const Url& url, const std::string& name) {
   return addresses;
 }
 
+/// A non-blocking stream socket for `family` (-1 and errno on failure).
+UniqueFd make_socket(int family) {
+  // CLOEXEC: the command `rlock run` starts must not inherit the connection.
+  UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() >= 0 && family != AF_UNIX) {
+    // Each command is one small write that waits for its reply: Nagle's
+    // algorithm would only add latency (and hold back pipelined TLS records).
+    const int on = 1;
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  }
+  return fd;
+}
+
 /// A connected socket to the first address that accepts.
 Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string& name,
                                 const TimeLimit& limit) {
@@ -183,17 +196,10 @@ Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string
   int error = 0;
   for (const Address& address : *addresses) {
     const int family = address.storage.ss_family;
-    // CLOEXEC: the command `rlock run` starts must not inherit the connection.
-    UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    UniqueFd fd = make_socket(family);
     if (fd.get() < 0) {
       error = errno;
       continue;
-    }
-    if (family != AF_UNIX) {
-      // Each command is one small write that waits for its reply: Nagle's
-      // algorithm would only add latency (and hold back pipelined TLS records).
-      const int on = 1;
-      setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
     }
     if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) ==
         0) {
@@ -303,6 +309,16 @@ Result<Context> shared_context(const TlsOptions& tls) {
 
 }  // namespace
 
+/// Step-wise connecting (start_open): what is left to try.
+struct Transport::Opening {
+  ConnectOptions options;
+  std::vector<Address> addresses;
+  std::size_t next = 0;  // the address to try after the current one
+  bool tls = false;
+  bool tcp_done = false;
+  int error = 0;  // why the last address failed
+};
+
 TimeLimit TimeLimit::until(Deadline deadline) {
   // The budget only words a timeout ("timed out after 5s"): a deadline set a
   // few milliseconds earlier by the caller should not read "4.99s".
@@ -350,7 +366,143 @@ Result<std::unique_ptr<Transport>> Transport::open(const ConnectOptions& options
   return transport;
 }
 
+Result<std::unique_ptr<Transport>> Transport::start_open(const ConnectOptions& options) {
+  std::string name = options.url.redacted();
+  const bool tls = options.tls.enabled || options.url.scheme == Url::Scheme::tls;
+  if (tls && options.url.scheme == Url::Scheme::unix_socket) {
+    return fail(Error::Code::usage, fmt::format("TLS is not available over {}", name));
+  }
+  auto addresses = resolve(options.url, name);
+  if (!addresses) return std::unexpected(addresses.error());
+  std::unique_ptr<Transport> transport(
+      new Transport(UniqueFd(), std::move(name), options.interrupt_fd));
+  transport->m_opening =
+      std::make_unique<Opening>(Opening{options, std::move(*addresses), 0, tls, false, 0});
+  if (auto started = transport->open_step(); !started) return std::unexpected(started.error());
+  return transport;
+}
+
+Result<bool> Transport::open_step() {
+  if (m_connected) return true;
+  Opening& o = *m_opening;
+  while (!o.tcp_done) {
+    if (m_fd.get() >= 0) {
+      // connect() is under way: done when the socket is writable.
+      pollfd fd{m_fd.get(), POLLOUT, 0};
+      if (poll(&fd, 1, 0) == 0) return false;
+      int error = 0;
+      socklen_t length = sizeof error;
+      getsockopt(m_fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+      if (error == 0) {
+        o.tcp_done = true;
+        break;
+      }
+      o.error = error;
+      m_fd = UniqueFd();
+    }
+    if (o.next == o.addresses.size())
+      return failure(Error::Code::unreachable, system_message(o.error));
+    const Address& address = o.addresses[o.next++];
+    m_fd = make_socket(address.storage.ss_family);
+    if (m_fd.get() < 0) {
+      o.error = errno;
+      continue;
+    }
+    if (connect(m_fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) ==
+        0) {
+      o.tcp_done = true;
+    } else if (errno == EINPROGRESS) {
+      m_events = POLLOUT;
+      return false;
+    } else {
+      o.error = errno;
+      m_fd = UniqueFd();
+    }
+  }
+  if (o.tls) {
+    if (!m_ssl) {
+      if (auto started = start_tls(o.options); !started) return std::unexpected(started.error());
+    }
+    ERR_clear_error();
+    const int result = SSL_connect(m_ssl.get());
+    if (result != 1) {
+      if (auto verified = verification(o.options); !verified)
+        return std::unexpected(verified.error());
+      auto events = ssl_want(result);
+      if (!events) return std::unexpected(handshake_failure(events.error(), o.options, false));
+      m_events = *events;
+      return false;
+    }
+  }
+  m_connected = true;
+  m_events = 0;
+  m_opening.reset();
+  return true;
+}
+
+Result<std::size_t> Transport::try_write(std::string_view bytes) {
+  if (bytes.empty()) return 0;
+  if (m_ssl) {
+    ERR_clear_error();
+    std::size_t written = 0;
+    const int result = SSL_write_ex(m_ssl.get(), bytes.data(), bytes.size(), &written);
+    if (result == 1) return written;
+    auto events = ssl_want(result);
+    if (!events) return std::unexpected(events.error());
+    m_events = *events;
+    return 0;
+  }
+  const ssize_t sent = send(m_fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  if (sent >= 0) return static_cast<std::size_t>(sent);
+  if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
+  m_events = POLLOUT;
+  return 0;
+}
+
+Result<std::size_t> Transport::try_read(std::span<char> buffer) {
+  if (m_ssl) {
+    ERR_clear_error();
+    std::size_t got = 0;
+    const int result = SSL_read_ex(m_ssl.get(), buffer.data(), buffer.size(), &got);
+    if (result == 1) {
+      m_answered = true;
+      return got;
+    }
+    auto events = ssl_want(result);
+    if (!events) return std::unexpected(events.error());
+    m_events = *events;
+    return 0;
+  }
+  const ssize_t got = recv(m_fd.get(), buffer.data(), buffer.size(), 0);
+  if (got > 0) return static_cast<std::size_t>(got);
+  if (got == 0) return failure(Error::Code::unreachable, "connection closed by the server");
+  if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
+  m_events = POLLIN;
+  return 0;
+}
+
+bool Transport::buffered() const {
+  return m_ssl && SSL_pending(m_ssl.get()) > 0;
+}
+
 Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit& limit) {
+  if (auto started = start_tls(options); !started) return started;
+  for (;;) {
+    ERR_clear_error();
+    const int result = SSL_connect(m_ssl.get());
+    if (result == 1) return {};
+    if (auto verified = verification(options); !verified) return verified;
+    auto waited = ssl_wait(result, limit);
+    if (!waited) {
+      const Error& error = waited.error();
+      const bool timed_out =
+          error.code == Error::Code::unreachable && Clock::now() >= limit.deadline;
+      return std::unexpected(handshake_failure(error, options, timed_out));
+    }
+  }
+}
+
+Result<void> Transport::start_tls(const ConnectOptions& options) {
   const TlsOptions& tls = options.tls;
   if (auto loaded = load_openssl(); !loaded)
     return failure(loaded.error().code, loaded.error().message);
@@ -365,6 +517,9 @@ Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit
                         static_cast<std::intptr_t>(m_fd.get())));
   BIO_set_init(bio, 1);
   SSL_set_bio(m_ssl.get(), bio, bio);
+  // A step-wise writer (try_write) retries with its buffer grown by later
+  // requests, which may have moved it.
+  SSL_set_mode(m_ssl.get(), SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_set_msg_callback(m_ssl.get(), on_tls_message);
   SSL_set_msg_callback_arg(m_ssl.get(), this);
 
@@ -382,37 +537,35 @@ Result<void> Transport::handshake(const ConnectOptions& options, const TimeLimit
                        : SSL_set1_host(m_ssl.get(), server.c_str());
     if (set != 1) return failure(Error::Code::usage, fmt::format("invalid TLS name {}", server));
   }
-  for (;;) {
-    ERR_clear_error();
-    const int result = SSL_connect(m_ssl.get());
-    if (result == 1) return {};
-    if (const long verified = SSL_get_verify_result(m_ssl.get());
-        !tls.insecure && verified != X509_V_OK) {
-      return fail(Error::Code::auth,
-                  fmt::format("TLS verification failed for {}: certificate verify failed ({})",
-                              m_name, X509_verify_cert_error_string(verified)));
-    }
-    auto waited = ssl_wait(result, limit);
-    if (!waited) {
-      // A plain-text Redis takes a TLS handshake for a partial command and
-      // waits for the rest, or answers it with an error OpenSSL cannot read
-      // as a record: either way the user's likely mistake is the port.
-      Error error = waited.error();
-      const bool timed_out =
-          error.code == Error::Code::unreachable && Clock::now() >= limit.deadline;
-      const bool garbled = error.message.find("wrong version number") != std::string::npos ||
-                           error.message.find("packet length too long") != std::string::npos ||
-                           error.message.find("record layer failure") != std::string::npos;
-      if (timed_out || garbled) {
-        error.message += fmt::format(
-            " during the TLS handshake (probably not a TLS port: "
-            "is the server speaking plain text on {}?)",
-            options.url.port);
-        if (garbled) error.code = Error::Code::unreachable;
-      }
-      return std::unexpected(error);
-    }
+  return {};
+}
+
+Result<void> Transport::verification(const ConnectOptions& options) const {
+  if (const long verified = SSL_get_verify_result(m_ssl.get());
+      !options.tls.insecure && verified != X509_V_OK) {
+    return fail(Error::Code::auth,
+                fmt::format("TLS verification failed for {}: certificate verify failed ({})",
+                            m_name, X509_verify_cert_error_string(verified)));
   }
+  return {};
+}
+
+Error Transport::handshake_failure(Error error, const ConnectOptions& options,
+                                   bool timed_out) const {
+  // A plain-text Redis takes a TLS handshake for a partial command and
+  // waits for the rest, or answers it with an error OpenSSL cannot read
+  // as a record: either way the user's likely mistake is the port.
+  const bool garbled = error.message.find("wrong version number") != std::string::npos ||
+                       error.message.find("packet length too long") != std::string::npos ||
+                       error.message.find("record layer failure") != std::string::npos;
+  if (timed_out || garbled) {
+    error.message += fmt::format(
+        " during the TLS handshake (probably not a TLS port: "
+        "is the server speaking plain text on {}?)",
+        options.url.port);
+    if (garbled) error.code = Error::Code::unreachable;
+  }
+  return error;
 }
 
 void Transport::on_tls_message(int write_p, int, int content_type, const void* buf, std::size_t len,
@@ -454,12 +607,18 @@ Result<void> Transport::wait(short events, const TimeLimit& limit) const {
 }
 
 Result<void> Transport::ssl_wait(int result, const TimeLimit& limit) const {
+  const auto events = ssl_want(result);
+  if (!events) return std::unexpected(events.error());
+  return wait(*events, limit);
+}
+
+Result<short> Transport::ssl_want(int result) const {
   const int saved_errno = errno;
   switch (SSL_get_error(m_ssl.get(), result)) {
     case SSL_ERROR_WANT_READ:
-      return wait(POLLIN, limit);
+      return POLLIN;
     case SSL_ERROR_WANT_WRITE:
-      return wait(POLLOUT, limit);
+      return POLLOUT;
     case SSL_ERROR_SYSCALL:
       if (saved_errno != 0) return closed(system_message(saved_errno));
       [[fallthrough]];

@@ -72,9 +72,45 @@ class Transport {
   /// Readable `fd` = stop waiting with Error::Code::interrupted; -1 disables.
   void set_interrupt_fd(int fd) { m_interrupt_fd = fd; }
 
+  // Step-wise use, for a caller that waits on many transports at once under
+  // one deadline (redis::Multiplexer): nothing below blocks, except that
+  // start_open() resolves the host name as open() does. After each call,
+  // poll_events() says what to poll() the fd() for before the next one can
+  // make progress.
+
+  /// Begins connecting: the socket is made and connect() started. Finish
+  /// with open_step().
+  static Result<std::unique_ptr<Transport>> start_open(const ConnectOptions& options);
+  /// Advances connecting (TCP, then the TLS handshake); true once connected.
+  /// An address that refuses is followed by the next one of the host.
+  Result<bool> open_step();
+  bool connected() const { return m_connected; }
+  /// Writes what the socket takes now; how many bytes that was (0: none).
+  Result<std::size_t> try_write(std::string_view bytes);
+  /// Reads what has arrived; 0 = nothing yet. The connection closing is an
+  /// error.
+  Result<std::size_t> try_read(std::span<char> buffer);
+  /// What the last step-wise call waits for: POLLIN, POLLOUT (TLS may need
+  /// to write to read, and the reverse).
+  short poll_events() const { return m_events; }
+  int fd() const { return m_fd.get(); }
+  /// TLS: decrypted bytes already read from the socket (poll() would not
+  /// see them).
+  bool buffered() const;
+
  private:
   Transport(UniqueFd fd, std::string name, int interrupt_fd);
   Result<void> handshake(const ConnectOptions& options, const TimeLimit& limit);
+  /// The TLS session over the connected socket, before its handshake.
+  Result<void> start_tls(const ConnectOptions& options);
+  /// After a TLS call returned `result`: the events OpenSSL waits for, or
+  /// the failure.
+  Result<short> ssl_want(int result) const;
+  /// After a handshake step that did not finish: the server's certificate
+  /// refused, unless --insecure.
+  Result<void> verification(const ConnectOptions& options) const;
+  /// A failed handshake step, worded for the user (a plain-text port, ...).
+  Error handshake_failure(Error error, const ConnectOptions& options, bool timed_out) const;
   /// Waits until the socket is ready for `events` (POLLIN, POLLOUT).
   Result<void> wait(short events, const TimeLimit& limit) const;
   /// After a TLS call returned `result`: waits as OpenSSL asks, or fails.
@@ -103,6 +139,11 @@ class Transport {
   /// follows: these two tell that case from an unreachable server.
   bool m_certificate_requested = false;
   bool m_answered = false;
+  /// Step-wise use: what to poll for, and while connecting, the addresses
+  /// left to try and the options (for TLS).
+  short m_events = 0;
+  struct Opening;
+  std::unique_ptr<Opening> m_opening;
 };
 
 }  // namespace rlock::redis

@@ -1,0 +1,134 @@
+#!/usr/bin/env bats
+# The quorum's parallel I/O without a thread per member (redis::Multiplexer):
+# a call is queued on every member's connection and decided as replies
+# arrive, connecting included (TCP, the TLS handshake, AUTH and SELECT
+# written ahead of the first call), so a frozen member slows nothing down.
+
+load helpers
+load quorum
+
+setup_file() {
+  start_quorum 3
+  local k
+  for k in 1 2 3; do
+    start_tls_redis optional
+    export "T_PORT_$k=$TLS_PORT" "T_PID_$k=$TLS_PID"
+    start_redis --requirepass s3cret
+    export "P_PORT_$k=$REDIS_PORT"
+  done
+  # The quorum suites' TTL: the servers must be older than it (the
+  # delayed-restart rule), and the last ones started just now.
+  sleep "$Q_MIN_UPTIME"
+  export RLOCK_URL="$(q_urls)"
+}
+
+setup() {
+  q_heal
+}
+
+teardown() {
+  stop_sessions
+  kill_bg_pids
+  local k pid
+  for k in 1 2 3; do
+    pid="T_PID_$k"
+    kill -CONT "${!pid}" 2>/dev/null || true
+  done
+}
+
+# q_urls: the plain quorum's URLs as a comma list (start_quorum's RLOCK_URL,
+# which the later start_redis calls replaced).
+q_urls() {
+  local k urls=""
+  for ((k = 1; k <= Q_N; k++)); do urls+="${urls:+,}redis://127.0.0.1:$(q_port "$k")/0"; done
+  echo "$urls"
+}
+
+# url_list PREFIX PORT_VAR SUFFIX: -u options for the three servers.
+url_list() {
+  local k port
+  for k in 1 2 3; do
+    port="$2_$k"
+    printf -- '-u\n%s%s%s\n' "$1" "${!port}" "$3"
+  done
+}
+
+# --- tests -------------------------------------------------------------------
+
+@test "quorum over TLS: acquire, status and release, and a frozen member does not hold up the handshake" {
+  local urls
+  mapfile -t urls < <(url_list rediss://127.0.0.1: T_PORT /0)
+  rl 0 "${urls[@]}" --cacert "$TLS_DIR/ca.pem" acquire tq -t "$Q_TTL"
+  local token="$output"
+  rl 0 "${urls[@]}" --cacert "$TLS_DIR/ca.pem" status tq
+  rl 0 "${urls[@]}" --cacert "$TLS_DIR/ca.pem" release tq --token "$token"
+  # A fresh process connects to every member at once: the frozen one's
+  # handshake is left unfinished, not waited for.
+  kill -STOP "$T_PID_2"
+  local start elapsed
+  start="$(now_ms)"
+  rl 0 "${urls[@]}" --cacert "$TLS_DIR/ca.pem" acquire tq2 -t "$Q_TTL"
+  elapsed=$(($(now_ms) - start))
+  kill -CONT "$T_PID_2"
+  echo "# TLS acquire with one of three members frozen: $elapsed ms" >&3
+  ((elapsed < 1000)) || fail "acquire took $elapsed ms"
+}
+
+@test "quorum members with a password and a database: AUTH and SELECT go ahead of the first call" {
+  local urls
+  mapfile -t urls < <(url_list redis://:s3cret@127.0.0.1: P_PORT /3)
+  rl 0 "${urls[@]}" acquire pq -t "$Q_TTL"
+  local k held=0
+  for k in 1 2 3; do
+    port="P_PORT_$k"
+    if [[ "$(redis-cli -p "${!port}" -a s3cret --no-auth-warning -n 3 exists 'rlock:{pq}:h')" == 1 ]]; then
+      held=$((held + 1))
+    fi
+    assert_equal "$(redis-cli -p "${!port}" -a s3cret --no-auth-warning -n 0 exists 'rlock:{pq}:h')" 0
+  done
+  ((held >= 2)) || fail "the lock is in database 3 of $held members"
+  mapfile -t urls < <(url_list redis://:wrong@127.0.0.1: P_PORT /3)
+  rl 69,77 "${urls[@]}" acquire pq2 -n -t "$Q_TTL"
+  assert_stderr --partial "authentication failed"
+}
+
+@test "quorum: a waiter blocks on every member's wake list from one thread, and is woken" {
+  rl 0 acquire wq -t 10s
+  local token="$output" pid k i
+  rl_bg waiter acquire wq -w 10s -t "$Q_TTL"
+  pid="$(cat "$BATS_TEST_TMPDIR/bg.waiter.pid")"
+  # Until the waiter blocks (BLPOP) on every member.
+  for ((i = 0; i < 100; i++)); do
+    local blocked=0
+    for ((k = 1; k <= Q_N; k++)); do
+      if qcli "$k" client list | grep -q 'cmd=blpop'; then blocked=$((blocked + 1)); fi
+    done
+    ((blocked == Q_N)) && break
+    sleep 0.05
+  done
+  ((blocked == Q_N)) || fail "the waiter blocks on $blocked members"
+  # rl_bg runs rlock under timeout(1): the waiter is its child.
+  local timeout_pid rlock_pid
+  timeout_pid="$(pgrep -P "$pid" -x timeout)" || fail "no timeout process under $pid"
+  rlock_pid="$(pgrep -P "$timeout_pid")" || fail "no rlock process under $timeout_pid"
+  assert_equal "$(ls "/proc/$rlock_pid/task" | wc -l)" 1
+  local start
+  start="$(now_ms)"
+  rl 0 release wq --token "$token"
+  rl_wait waiter 0
+  local elapsed=$(($(now_ms) - start))
+  echo "# release to the waiter's grant: $elapsed ms" >&3
+  ((elapsed < 1000)) || fail "the waiter took $elapsed ms to get the lock"
+}
+
+@test "quorum: run's heartbeat renews on every member without a thread per member" {
+  bg_rlock holder run -t 1s hq -- sleep 2.5
+  local pid="$(cat "$BATS_TEST_TMPDIR/holder.pid")" i
+  # Past the first renewals (TTL/3), which also ask each member whether it
+  # is a Cluster node.
+  sleep 1.5
+  running "$pid" || fail "the run ended early"
+  # The main thread and the heartbeat's.
+  assert_equal "$(ls "/proc/$pid/task" | wc -l)" 2
+  bg_wait holder 0
+}
