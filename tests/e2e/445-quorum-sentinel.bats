@@ -14,8 +14,9 @@ setup_file() {
   export PLAIN_2="$REDIS_PORT" PLAIN_2_PID="$REDIS_PID"
   export RLOCK_URL
   RLOCK_URL="$(sentinel_url),redis://127.0.0.1:$PLAIN_1/0,redis://127.0.0.1:$PLAIN_2/0"
-  # A member counts once it has been up for the TTL (1 s here).
-  sleep 1.1
+  # A member counts once it has been up for the TTL (3 s here: on a busy
+  # machine a 1 s lease can end between two checks of one test).
+  sleep 3.1
 }
 
 teardown_file() {
@@ -24,7 +25,7 @@ teardown_file() {
 }
 
 @test "quorum with a Sentinel member: the lock is on the Sentinel's master and both servers" {
-  rl 0 acquire qs -t 1s
+  rl 0 acquire qs -t 3s
   local token="$output"
   assert_equal "$(node_cli "$(master_port)" ZCARD 'rlock:{qs}:h')" 1
   assert_equal "$(redis-cli -p "$PLAIN_1" ZCARD 'rlock:{qs}:h')" 1
@@ -37,7 +38,7 @@ teardown_file() {
 
 @test "quorum with a Sentinel member: with one plain server dead, the Sentinel group and the other make the majority" {
   kill -KILL "$PLAIN_2_PID"
-  rl 0 acquire qs2 -n -t 1s
+  rl 0 acquire qs2 -n -t 3s
   local token="$output"
   assert_equal "$(node_cli "$(master_port)" ZCARD 'rlock:{qs2}:h')" 1
   rl 0 release qs2 --token "$token"

@@ -6,8 +6,8 @@
 # The TTL the suites use: a member restarted without data does not count
 # until it has been up this long (the delayed-restart rule), so the servers
 # must be that old before a test starts (q_heal waits for it).
-Q_TTL=2s
-Q_MIN_UPTIME=2
+Q_TTL=3s
+Q_MIN_UPTIME=3
 
 # start_quorum N: N redis-servers; exports Q_N, Q_PORT_K, Q_DIR_K and
 # RLOCK_URL, the comma list of their URLs (which makes rlock a quorum).
