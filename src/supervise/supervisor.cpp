@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -71,7 +72,20 @@ void Supervisor::on_signal(int sig, Deadline now) {
 
 void Supervisor::check_lease(Deadline now) {
   if (m_outcome.loss) return;
-  if (m_wait_status && !m_terminating) return;  // done: nothing left to protect
+  if (m_wait_status && !m_terminating) {
+    // Done: nothing left to protect. Unless a signal ended the command
+    // after the moment the lease guard had to act: then the guardian (rlock
+    // was stopped or starved past that moment) or the end of the lease
+    // killed it, and the run reports the loss, not 128+N.
+    if (WIFSIGNALED(*m_wait_status) && now >= terminate_by(m_beat.confirmed, m_timing)) {
+      auto since = std::chrono::duration_cast<Millis>(now - m_beat.confirmed);
+      m_outcome.loss =
+          Loss{LossCause::unreachable,
+               fmt::format("no renewal confirmed for {}, so it was killed at the end of the lease",
+                           format_duration(since))};
+    }
+    return;
+  }
   if (m_beat.lost) {
     lose({LossCause::not_owner, m_beat.lost->message}, now);
   } else if (now >= terminate_by(m_beat.confirmed, m_timing)) {

@@ -103,6 +103,25 @@ acquire_after_kill() {
   acquire_after_kill stubborn
 }
 
+@test "run: rlock stopped past the lease: the guardian kills the command, and rlock says 79, not 137" {
+  local grandchild
+  start_orphan stopped 'sleep 30 & echo $! >"$0"; wait'
+  grandchild="$(cat "$M/grandchild")"
+  kill -STOP "$(cat "$M/job.pid")"
+  # The guardian hears nothing more and kills the group before the 2 s lease
+  # can end.
+  local i
+  for ((i = 0; i < 100; i++)); do
+    gone "$grandchild" && break
+    sleep 0.05
+  done
+  gone "$grandchild" || fail "the guardian did not kill the command of a stopped rlock"
+  kill -CONT "$(cat "$M/job.pid")"
+  bg_wait job 79 10
+  run cat "$BATS_TEST_TMPDIR/job.err"
+  assert_output --partial "lost lock 'stopped'"
+}
+
 @test "run: the guardian holds no terminal, socket or lock, and leaves with the run" {
   # From inside the command: rlock's other child is the guardian.
   # Its stdio is /dev/null: a `$(rlock run ...)` or a pipeline never waits
