@@ -6,7 +6,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "cli/context.h"
@@ -16,6 +19,13 @@
 namespace rlock::cli {
 
 namespace {
+
+/// `status` once what --help or --version printed is out; a full disk, a
+/// closed or broken stdout is an error (70), as for every other output.
+int flushed(int status) {
+  if (auto done = output::flush_stdout(); !done) return report(done.error());
+  return status;
+}
 
 std::string version_text() {
   return fmt::format("rlock {} (commit {})\nhiredis {}.{}.{}, {}\n", RLOCK_VERSION,
@@ -336,16 +346,16 @@ int run_main(int argc, char** argv) {
   try {
     app.parse(std::move(args));
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return flushed(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return flushed(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) return flushed(app.exit(e));
     return usage_error(e);
   }
   if (show_version) {
     fmt::print("{}", version_text());
-    return 0;
+    return flushed(0);
   }
   for (auto& [sub, action] : commands)
     if (sub->parsed() && action) return action();

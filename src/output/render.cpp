@@ -118,6 +118,13 @@ Result<void> emit_named(const std::string& name, Json::Object fields) {
 
 }  // namespace
 
+Result<void> flush_stdout() {
+  if (g_stdout_closed) return write_failed(EBADF);
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return write_failed(errno ? errno : EIO);
+  return {};
+}
+
 void claim_standard_fds() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;

@@ -20,6 +20,10 @@ namespace rlock::output {
 /// stdout is remembered and every later print fails with EBADF.
 void claim_standard_fds();
 
+/// Flushes what was printed to stdout by other means (CLI11's --help, the
+/// version): a closed, full or broken stdout is an error, as in emit().
+[[nodiscard]] Result<void> flush_stdout();
+
 /// `acquire`: the token alone (so `T=$(rlock acquire x)` works), or JSON.
 [[nodiscard]] Result<void> print_acquired(const std::string& name, const lock::Grant& grant,
                                           const lock::Request& request, bool json);

@@ -58,3 +58,17 @@ rl_redirected() {
   rl_redirected 0 '>/dev/full' renew written --token "$token"
   rl_redirected 0 '>/dev/full' release written --token "$token"
 }
+
+@test "output errors: --version and --help into a full disk or a closed stdout are errors too" {
+  local args
+  for args in --version --help 'run --help' 'status --help'; do
+    # shellcheck disable=SC2086 # the words of $args are separate arguments
+    rl_redirected 70 '>/dev/full' $args
+    assert_stderr --partial 'cannot write to standard output: No space left on device'
+    # shellcheck disable=SC2086
+    rl_redirected 70 '>&-' $args
+    assert_stderr --partial 'cannot write to standard output: Bad file descriptor'
+  done
+  rl 0 --version
+  assert_output --partial 'rlock '
+}
