@@ -244,13 +244,6 @@ MemberReply reply_of(Result<Outcome> outcome) {
   return m;
 }
 
-redis::Reply integer_reply(std::int64_t value) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::integer;
-  r.integer = value;
-  return r;
-}
-
 class QuorumBackend final : public Backend {
  public:
   explicit QuorumBackend(std::vector<std::unique_ptr<Backend>> members) {
@@ -647,7 +640,7 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
       m_held[token] = std::move(retake);
       redis::Reply granted;
       granted.type = redis::Reply::Type::array;
-      granted.elements = {integer_reply(1), integer_reply(count.fence)};
+      granted.elements = {redis::Reply::of_integer(1), redis::Reply::of_integer(count.fence)};
       return Outcome{std::move(granted), std::nullopt};
     }
     give_back(name, token, everyone);
@@ -701,12 +694,12 @@ Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& 
         (void)send(name, lock::with_min_uptime(held->second, lock::requested_ttl(held->second)),
                    Clock::now() + command_timeout(), lost);
     }
-    return Outcome{integer_reply(count.ttl.count()), std::nullopt};
+    return Outcome{redis::Reply::of_integer(count.ttl.count()), std::nullopt};
   }
   // So many members say the token holds nothing that no majority can
   // confirm it again: the lock is lost. Otherwise it is only not confirmed
   // (members out of reach), and the heartbeat tries again.
-  if (count.lost) return Outcome{integer_reply(0), std::nullopt};
+  if (count.lost) return Outcome{redis::Reply::of_integer(0), std::nullopt};
   return std::unexpected(too_few(
       fmt::format("the renewal of lock '{}' was confirmed by {}", name, count.renewed), *replies));
 }
@@ -728,9 +721,9 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
     return Outcome{lock::combine_force(*replies), std::nullopt};
   }
   const auto count = lock::count_release(*replies);
-  if (count.released > 0) return Outcome{integer_reply(1), std::nullopt};
+  if (count.released > 0) return Outcome{redis::Reply::of_integer(1), std::nullopt};
   if (count.failed + count.pending == 0 || count.not_owner >= lock::majority(m_members.size()))
-    return Outcome{integer_reply(0), std::nullopt};
+    return Outcome{redis::Reply::of_integer(0), std::nullopt};
   return std::unexpected(too_few(
       fmt::format("lock '{}': the release was answered by {}", name, count.not_owner), *replies));
 }

@@ -57,33 +57,12 @@ std::optional<std::vector<std::pair<std::string, std::int64_t>>> scored(const re
   return pairs;
 }
 
-redis::Reply integer(std::int64_t value) {
-  redis::Reply reply;
-  reply.type = redis::Reply::Type::integer;
-  reply.integer = value;
-  return reply;
-}
-
-redis::Reply string(std::string text) {
-  redis::Reply reply;
-  reply.type = redis::Reply::Type::string;
-  reply.str = std::move(text);
-  return reply;
-}
-
-redis::Reply array(std::vector<redis::Reply> elements) {
-  redis::Reply reply;
-  reply.type = redis::Reply::Type::array;
-  reply.elements = std::move(elements);
-  return reply;
-}
-
 /// One entry of the holders or waiters array: short id, lease left, record.
 void add_entry(std::vector<redis::Reply>& out, const std::string& hash, std::int64_t left,
                std::string record) {
-  out.push_back(string(hash.substr(0, 8)));
-  out.push_back(integer(std::min(left, k_max_lease)));
-  out.push_back(string(std::move(record)));
+  out.push_back(redis::Reply::of_string(hash.substr(0, 8)));
+  out.push_back(redis::Reply::of_integer(std::min(left, k_max_lease)));
+  out.push_back(redis::Reply::of_string(std::move(record)));
 }
 
 }  // namespace
@@ -181,13 +160,13 @@ std::optional<redis::Reply> finish(const Pending& lock, std::span<const redis::R
   }
   std::vector<redis::Reply> reply;
   reply.reserve(6);
-  reply.push_back(integer(lock.now));
-  reply.push_back(integer(lock.limit));
-  reply.push_back(integer(lock.last_fence));
-  reply.push_back(array(std::move(holders)));
-  reply.push_back(array(std::move(waiters)));
-  reply.push_back(string(lock.audit));
-  return array(std::move(reply));
+  reply.push_back(redis::Reply::of_integer(lock.now));
+  reply.push_back(redis::Reply::of_integer(lock.limit));
+  reply.push_back(redis::Reply::of_integer(lock.last_fence));
+  reply.push_back(redis::Reply::of_array(std::move(holders)));
+  reply.push_back(redis::Reply::of_array(std::move(waiters)));
+  reply.push_back(redis::Reply::of_string(lock.audit));
+  return redis::Reply::of_array(std::move(reply));
 }
 
 }  // namespace rlock::backend::status_reads

@@ -165,27 +165,6 @@ Result<LockView> decode_status(const std::string& name, const redis::Reply& repl
 
 namespace {
 
-redis::Reply integer_reply(std::int64_t value) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::integer;
-  r.integer = value;
-  return r;
-}
-
-redis::Reply string_reply(std::string text) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::string;
-  r.str = std::move(text);
-  return r;
-}
-
-redis::Reply array_reply(std::vector<redis::Reply> elements = {}) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::array;
-  r.elements = std::move(elements);
-  return r;
-}
-
 /// An acquire reply's state: 1 granted, 0 busy or queued, -1 limit
 /// mismatch, -2 member too young; nullopt: not an acquire reply.
 std::optional<std::int64_t> acquire_state(const redis::Reply& reply) {
@@ -281,7 +260,8 @@ AcquireCount count_acquire(const std::vector<MemberReply>& members) {
   else if (count.granted + count.pending < need)
     count.verdict = Verdict::no;
   if (count.refusal.type != redis::Reply::Type::array)
-    count.refusal = array_reply({integer_reply(0), integer_reply(0)});
+    count.refusal =
+        redis::Reply::of_array({redis::Reply::of_integer(0), redis::Reply::of_integer(0)});
   return count;
 }
 
@@ -338,7 +318,7 @@ ReleaseCount count_release(const std::vector<MemberReply>& members) {
 }
 
 redis::Reply combine_force(const std::vector<MemberReply>& members) {
-  redis::Reply combined = array_reply();
+  redis::Reply combined = redis::Reply::of_array();
   std::vector<std::string> seen;
   for (const MemberReply& m : members) {
     if (m.state != MemberReply::State::replied || m.reply.type != redis::Reply::Type::array ||
@@ -353,13 +333,14 @@ redis::Reply combine_force(const std::vector<MemberReply>& members) {
       combined.elements.push_back(e[k + 1]);
     }
   }
-  if (combined.elements.empty()) combined.elements.push_back(integer_reply(0));
+  if (combined.elements.empty()) combined.elements.push_back(redis::Reply::of_integer(0));
   return combined;
 }
 
 redis::Reply empty_status() {
-  return array_reply({integer_reply(0), integer_reply(1), integer_reply(0), array_reply(),
-                      array_reply(), string_reply("")});
+  return redis::Reply::of_array({redis::Reply::of_integer(0), redis::Reply::of_integer(1),
+                                 redis::Reply::of_integer(0), redis::Reply::of_array(),
+                                 redis::Reply::of_array(), redis::Reply::of_string("")});
 }
 
 redis::Reply combine_status(const std::vector<std::string>& names,
@@ -397,7 +378,7 @@ redis::Reply combine_status(const std::vector<std::string>& names,
   auto& c = combined.elements;
   bool first = true;
   std::vector<std::string> listed_holders, listed_waiters;
-  redis::Reply views = array_reply();
+  redis::Reply views = redis::Reply::of_array();
   for (std::size_t k = 0; k < members.size(); ++k) {
     const MemberReply& m = members[k];
     const std::string name = k < names.size() ? names[k] : std::to_string(k + 1);
@@ -407,9 +388,10 @@ redis::Reply combine_status(const std::vector<std::string>& names,
                             : m.state == MemberReply::State::pending
                                 ? std::string("no answer in time")
                                 : std::string("unexpected reply from the lock script");
-      views.elements.push_back(
-          array_reply({string_reply(name), string_reply("unreachable"), array_reply(),
-                       integer_reply(0), string_reply(std::move(problem))}));
+      views.elements.push_back(redis::Reply::of_array(
+          {redis::Reply::of_string(name), redis::Reply::of_string("unreachable"),
+           redis::Reply::of_array(), redis::Reply::of_integer(0),
+           redis::Reply::of_string(std::move(problem))}));
       continue;
     }
     const auto& e = m.reply.elements;
@@ -434,11 +416,12 @@ redis::Reply combine_status(const std::vector<std::string>& names,
       listed_waiters.push_back(id);
       for (std::size_t f = 0; f < 3; ++f) c[4].elements.push_back(e[4].elements[j + f]);
     }
-    redis::Reply ids = array_reply();
-    for (const auto& id : holders[k]) ids.elements.push_back(string_reply(id));
-    views.elements.push_back(
-        array_reply({string_reply(name), string_reply(holders[k] == agreed ? "ok" : "disagrees"),
-                     std::move(ids), integer_reply(fence), string_reply("")}));
+    redis::Reply ids = redis::Reply::of_array();
+    for (const auto& id : holders[k]) ids.elements.push_back(redis::Reply::of_string(id));
+    views.elements.push_back(redis::Reply::of_array(
+        {redis::Reply::of_string(name),
+         redis::Reply::of_string(holders[k] == agreed ? "ok" : "disagrees"), std::move(ids),
+         redis::Reply::of_integer(fence), redis::Reply::of_string("")}));
   }
   c.push_back(std::move(views));
   return combined;

@@ -10,24 +10,13 @@
 namespace rlock::lock::test {
 
 inline redis::Reply integer(std::int64_t n) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::integer;
-  r.integer = n;
-  return r;
+  return redis::Reply::of_integer(n);
 }
-
 inline redis::Reply string(std::string s) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::string;
-  r.str = std::move(s);
-  return r;
+  return redis::Reply::of_string(std::move(s));
 }
-
 inline redis::Reply array(std::vector<redis::Reply> elements) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::array;
-  r.elements = std::move(elements);
-  return r;
+  return redis::Reply::of_array(std::move(elements));
 }
 
 }  // namespace rlock::lock::test
