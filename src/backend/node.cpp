@@ -14,7 +14,7 @@
 namespace rlock::lock::scripts {
 extern const std::string_view k_lock_lua;
 extern const std::string_view k_lock_lua_sha1;
-}
+}  // namespace rlock::lock::scripts
 
 namespace rlock::backend {
 
