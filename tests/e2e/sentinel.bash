@@ -341,11 +341,11 @@ wait_topology_healthy() {
   _topo_wait_healthy "$limit" || fail "wait_topology_healthy: topology not healthy within ${limit}s: $_TOPO_WHY"
 }
 
-# wait_for_new_master OLD_PORT [SECONDS]: waits (default 10 s) until all
-# three Sentinels name the same master other than OLD_PORT and that node
-# answers ROLE as a master; prints its port. Fails the test otherwise.
-wait_for_new_master() {
-  local old="$1" limit="${2:-10}" n m first role deadline
+# _new_master OLD_PORT SECONDS: waits until all three Sentinels name the
+# same master other than OLD_PORT and that node answers ROLE as a master;
+# prints its port, or returns 1 when SECONDS pass first.
+_new_master() {
+  local old="$1" limit="$2" n m first role deadline
   deadline=$((${EPOCHREALTIME/./} + limit * 1000000))
   while ((${EPOCHREALTIME/./} < deadline)); do
     first="$(_sentinel_master 1)"
@@ -362,25 +362,38 @@ wait_for_new_master() {
     fi
     sleep 0.1
   done
-  fail "wait_for_new_master: no new master (other than $old) within ${limit}s; Sentinels say $(_sentinel_master 1) $(_sentinel_master 2) $(_sentinel_master 3)"
+  return 1
+}
+
+# wait_for_new_master OLD_PORT [SECONDS]: _new_master (default 10 s), and
+# fails the test when there is none.
+wait_for_new_master() {
+  _new_master "$1" "${2:-10}" ||
+    fail "wait_for_new_master: no new master (other than $1) within ${2:-10}s; Sentinels say $(_sentinel_master 1) $(_sentinel_master 2) $(_sentinel_master 3)"
 }
 
 # failover_by_sentinel [SECONDS]: SENTINEL FAILOVER through Sentinel 1
 # (retried while it answers an error, ~15 s), then waits like
-# wait_for_new_master; prints the new master's port.
+# wait_for_new_master; prints the new master's port. A failover the
+# Sentinels abort (the promotion took longer than the failover timeout on a
+# busy machine) is asked for once more.
 failover_by_sentinel() {
-  local old reply i
+  local old reply i attempt
   old="$(master_port)" || fail "failover_by_sentinel: no master"
-  # NOGOODSLAVE / INPROG right after an earlier event (a Sentinel learns
-  # of the replicas' new state from their INFO, polled every few seconds on
-  # a busy machine): retry (bounded, ~15 s).
-  for ((i = 0; i < 75; i++)); do
-    reply="$(sentinel_cli 1 SENTINEL FAILOVER "$TOPO_NAME" 2>&1)"
-    [[ "$reply" == OK ]] && break
-    sleep 0.2
+  for attempt in 1 2; do
+    # NOGOODSLAVE / INPROG right after an earlier event (a Sentinel learns
+    # of the replicas' new state from their INFO, polled every few seconds
+    # on a busy machine): retry (bounded, ~15 s).
+    for ((i = 0; i < 75; i++)); do
+      reply="$(sentinel_cli 1 SENTINEL FAILOVER "$TOPO_NAME" 2>&1)"
+      [[ "$reply" == OK ]] && break
+      sleep 0.2
+    done
+    [[ "$reply" == OK ]] || fail "failover_by_sentinel: SENTINEL FAILOVER answered: $reply"
+    _new_master "$old" "${1:-10}" && return 0
+    echo "# failover_by_sentinel: attempt $attempt gave no new master within ${1:-10}s" >&2
   done
-  [[ "$reply" == OK ]] || fail "failover_by_sentinel: SENTINEL FAILOVER answered: $reply"
-  wait_for_new_master "$old" "${1:-10}"
+  fail "failover_by_sentinel: no new master (other than $old) after two SENTINEL FAILOVERs; Sentinels say $(_sentinel_master 1) $(_sentinel_master 2) $(_sentinel_master 3)"
 }
 
 # kill_master: SIGKILLs the current master and prints its port at once
