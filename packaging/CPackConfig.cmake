@@ -26,7 +26,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Depends is computed by dpkg-shlibdeps (package dpkg-dev) from the libraries
-# the binary links: libhiredis, libfmt, libstdc++, libc. OpenSSL is loaded
+# the binary links: libhiredis and libc (libstdc++ is linked in statically
+# and fmt is compiled in: see RLOCK_STATIC_RUNTIME). OpenSSL is loaded
 # with dlopen() for TLS (libssl.so.3, which pulls in libcrypto.so.3), so
 # shlibdeps cannot see it: libssl3 is named here, and Debian's security
 # updates of OpenSSL keep reaching rlock.

@@ -129,11 +129,16 @@ BIO_METHOD* socket_bio_method() {
   return method.get();
 }
 
-/// One address to try.
+}  // namespace
+
+/// One address to try. Outside the anonymous namespace, since
+/// Transport::Opening (a member of a class with external linkage) holds them.
 struct Address {
   sockaddr_storage storage{};
   socklen_t length = 0;
 };
+
+namespace {
 
 Result<std::vector<Address>> resolve(const Url& url, const std::string& name) {
   if (url.scheme == Url::Scheme::unix_socket) {

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -23,6 +24,9 @@ void signal_eventfd(int fd) {
   std::uint64_t one = 1;
   [[maybe_unused]] auto n = write(fd, &one, sizeof one);
 }
+
+/// How long the heartbeat thread waits before it connects (see loop()).
+constexpr Millis k_prepare_after{100};
 
 void drain_eventfd(int fd) {
   std::uint64_t count = 0;
@@ -93,7 +97,12 @@ void Heartbeat::loop() {
   lock::LockClient client(std::move(m_target.backend));
   Deadline confirmed = m_beat.confirmed;  // only this thread writes it
   Deadline due = next_renewal(confirmed, m_timing);
-  // While the command starts, not before: nothing waits for it.
+  // The heartbeat's own connection (and a Cluster probe, see
+  // Backend::prepare) is opened while the command runs, not before: nothing
+  // waits for it. Not at once either: a command that ends within
+  // k_prepare_after (`rlock run x -- true`, a quick cron job) never needs a
+  // second connection, and its start-up does not compete with one.
+  if (!sleep_until(std::min(due, Clock::now() + k_prepare_after))) return;  // stop()
   client.backend().prepare(due);
   int failures = 0;
   while (sleep_until(due)) {

@@ -37,3 +37,14 @@ setup_file() {
   refute_output --partial 'libssl'
   refute_output --partial 'libcrypto'
 }
+
+@test "start-up: the binary needs no shared C++ runtime or libfmt (linked in: nothing for the loader to resolve)" {
+  # A sanitizer build keeps the shared runtime (CMakeLists.txt,
+  # RLOCK_STATIC_RUNTIME); the binary the suites normally run does not.
+  if readelf -d "$RLOCK" | grep -q 'libasan\|libtsan'; then skip "sanitizer build"; fi
+  run readelf -d "$RLOCK"
+  assert_success
+  refute_output --partial 'libstdc++'
+  refute_output --partial 'libfmt'
+  refute_output --partial 'libgcc_s'
+}
