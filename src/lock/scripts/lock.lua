@@ -115,6 +115,16 @@ local function save_purge_at()
   purge_at_dirty = false
 end
 
+-- Every operation that may change a lease ends by writing purge_at back.
+-- Each operation is dispatched as soon as the helpers it needs are
+-- defined: defining a function costs about a fifth of a redis.call, and a
+-- renewal needs few of them.
+local function saved(reply)
+  save_purge_at()
+  return reply
+end
+
+
 local function fence_of(token)
   local record = redis.call('HGET', I, token)
   if not record then return 0 end
@@ -180,6 +190,38 @@ if not meta_exists then
     if err then return err end
   end
 end
+
+-- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
+-- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
+-- Also confirms a grant handed over to the token.
+-- A renew does not purge: it answers from the holder's own lease (one that
+-- ran out is not renewed), and the others' ended leases are the next
+-- acquire's, release's or waiter's re-check's to purge.
+local function renew()
+  local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
+  local held, until_ms
+  for _, set in ipairs({ H, S }) do
+    until_ms = tonumber(redis.call('ZSCORE', set, token))
+    if until_ms then
+      held = set
+      break
+    end
+  end
+  if not held or until_ms <= now then return 0 end
+  if ttl <= 0 then
+    ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
+      or 30000
+  end
+  redis.call('ZADD', held, now + ttl, token)
+  if now + ttl < until_ms then lease_ends(now + ttl) end
+  -- The holder exists, so do its set, I and M (each with an expiry).
+  cover(held, now + ttl)
+  cover(I, now + ttl)
+  cover(M, now + ttl)
+  return ttl
+end
+
+if op == 'renew' then return saved(renew()) end
 
 -- The earliest lease in `key` (a zset of leases), math.huge when empty; a
 -- score that does not read as a number counts as already ended.
@@ -409,6 +451,30 @@ local function wake_ready(self, then_tidy)
   return true
 end
 
+-- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
+-- A retried release is harmless: it answers 0 and changes nothing. The
+-- place it frees goes to the next waiter(s) at once (wake_ready).
+local function release()
+  local token = redis.sha1hex(ARGV[2])
+  purge()
+  -- ZREM answers whether it held: no lookup first.
+  local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
+  if found then
+    redis.call('HDEL', I, token)
+  elseif redis.call('ZSCORE', Q, token) then
+    redis.call('ZREM', Q, token)
+    redis.call('ZREM', X, token)
+    redis.call('ZREM', L, token)
+    redis.call('HDEL', I, token)
+    found = true
+  end
+  -- The place goes to the next waiter(s); if there is nobody, I and M go.
+  if not wake_ready(nil, true) then tidy() end
+  return found and 1 or 0
+end
+
+if op == 'release' then return saved(release()) end
+
 local function holder_set(token)
   if redis.call('ZSCORE', H, token) then return H end
   if redis.call('ZSCORE', S, token) then return S end
@@ -554,57 +620,7 @@ local function acquire()
   return { 0, rank + 1, holder[1], holder[2], now }
 end
 
--- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
--- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
--- Also confirms a grant handed over to the token.
--- A renew does not purge: it answers from the holder's own lease (one that
--- ran out is not renewed), and the others' ended leases are the next
--- acquire's, release's or waiter's re-check's to purge.
-local function renew()
-  local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
-  local held, until_ms
-  for _, set in ipairs({ H, S }) do
-    until_ms = tonumber(redis.call('ZSCORE', set, token))
-    if until_ms then
-      held = set
-      break
-    end
-  end
-  if not held or until_ms <= now then return 0 end
-  if ttl <= 0 then
-    ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
-      or 30000
-  end
-  redis.call('ZADD', held, now + ttl, token)
-  if now + ttl < until_ms then lease_ends(now + ttl) end
-  -- The holder exists, so do its set, I and M (each with an expiry).
-  cover(held, now + ttl)
-  cover(I, now + ttl)
-  cover(M, now + ttl)
-  return ttl
-end
-
--- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
--- A retried release is harmless: it answers 0 and changes nothing. The
--- place it frees goes to the next waiter(s) at once (wake_ready).
-local function release()
-  local token = redis.sha1hex(ARGV[2])
-  purge()
-  -- ZREM answers whether it held: no lookup first.
-  local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
-  if found then
-    redis.call('HDEL', I, token)
-  elseif redis.call('ZSCORE', Q, token) then
-    redis.call('ZREM', Q, token)
-    redis.call('ZREM', X, token)
-    redis.call('ZREM', L, token)
-    redis.call('HDEL', I, token)
-    found = true
-  end
-  -- The place goes to the next waiter(s); if there is nobody, I and M go.
-  if not wake_ready(nil, true) then tidy() end
-  return found and 1 or 0
-end
+if op == 'acquire' then return saved(acquire()) end
 
 -- "len:bytes" netstrings (records may hold any byte), and back; nil when
 -- the text is not netstrings.
@@ -731,16 +747,7 @@ local function raise()
   return fence
 end
 
--- Every operation that may change a lease ends by writing purge_at back.
-local function saved(reply)
-  save_purge_at()
-  return reply
-end
-
-if op == 'acquire' then return saved(acquire()) end
 if op == 'raise' then return raise() end
-if op == 'renew' then return saved(renew()) end
-if op == 'release' then return saved(release()) end
 if op == 'force' then return saved(force()) end
 if op == 'status' then return status() end
 return redis.error_reply('ERR rlock: unknown operation ' .. tostring(op))
