@@ -17,7 +17,11 @@ process start-up and no waiting is measured, only the server's work):
 
 `--script FILE` profiles another version of the script (e.g. the parent
 commit's, `git show HEAD~1:src/lock/scripts/lock.lua > /tmp/old.lua`), so a
-change is measured before and after in one session. Never asserts anything.
+change is measured before and after in one session; repeat it to compare
+several. `--own-time` prints instead, for each script given, Redis' own time
+per EVALSHA (INFO commandstats, no I/O) of a renewal, a release nobody waits
+for and an acquire of a free lock, in rounds that alternate the scripts:
+steadier than the CPU figures on a busy machine. Never asserts anything.
 """
 
 import argparse
@@ -81,16 +85,73 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=300, help="operations of each kind")
-    ap.add_argument("--script", help="the lock script to profile (default: the repository's)")
+    ap.add_argument("--script", action="append",
+                    help="a lock script to profile (default: the repository's); repeatable")
+    ap.add_argument("--own-time", action="store_true",
+                    help="only the scripts' own time per operation, alternating the scripts")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of --own-time")
     args = ap.parse_args()
-    if args.script:
-        bench.SCRIPT = open(args.script, "rb").read()
+    paths = args.script or [None]
 
     srv = bench.Server()
     try:
-        run(srv, args.n)
+        if args.own_time:
+            own_time(srv, paths, args.n, args.rounds)
+            return
+        for path in paths:
+            if path:
+                bench.SCRIPT = open(path, "rb").read()
+                print(f"== {path}")
+            run(srv, args.n)
     finally:
         srv.stop()
+
+
+def own_time(srv, paths, n, rounds):
+    """EVALSHA own time (us) per renew, release alone and acquire free."""
+    r = srv.client()
+    keys = bench.lock_keys("own-time")
+    texts = {p or "repository": open(p or os.path.join(bench.REPO, "src/lock/scripts/lock.lua"),
+                                     "rb").read() for p in paths}
+
+    def evalsha_usec():
+        return r.info("commandstats")["cmdstat_evalsha"]["usec"]
+
+    results = {}
+    for _ in range(rounds):
+        for label, text in texts.items():
+            sha = r.script_load(text)
+
+            def call(*argv):
+                return r.execute_command("EVALSHA", sha, len(keys), *keys, *argv)
+
+            def acquire(token):
+                return call("acquire", token, "exclusive", 1, 30000, "b", 0,
+                            bench.WAITER_LEASE_MS)
+
+            token = os.urandom(16).hex()
+            acquire(token)
+            u0 = evalsha_usec()
+            for _ in range(n):
+                call("renew", token, 30000)
+            renew = (evalsha_usec() - u0) / n
+            release = acquire_free = 0
+            for _ in range(n):
+                u0 = evalsha_usec()
+                call("release", token)
+                u1 = evalsha_usec()
+                token = os.urandom(16).hex()
+                acquire(token)
+                release += u1 - u0
+                acquire_free += evalsha_usec() - u1
+            call("release", token)
+            for op, value in (("renew", renew), ("release alone", release / n),
+                              ("acquire free", acquire_free / n)):
+                results.setdefault((op, label), []).append(value)
+    print(f"Redis' own time per EVALSHA, us ({rounds} rounds of {n}; renew back to back, "
+          "the others with INFO between)")
+    for (op, label), values in results.items():
+        print(f"{op:<14} {' '.join(f'{v:6.1f}' for v in values)}  {label}")
 
 
 def run(srv, n):
