@@ -65,6 +65,17 @@ expiring() {
   rl 0 release sh --token "$r2"
   run lock_keys
   assert_output $'rlock:{k}:f\nrlock:{sem}:f\nrlock:{sh}:f'
+
+  # A forced release (the audit key stays), then a lock whose meta hash was
+  # deleted under a holder: the busy reply writes a new one, with an expiry.
+  rl 0 acquire fm
+  rl 0 release fm --force
+  expiring fm
+  rl 0 acquire fm
+  expiring fm
+  rcli DEL 'rlock:{fm}:m' >/dev/null
+  rl 75 acquire fm -n
+  expiring fm
 }
 
 @test "keys: a killed waiter is purged although the holder's lease is much longer" {

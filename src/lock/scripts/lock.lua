@@ -304,8 +304,15 @@ local function tidy(granted_until)
   end
   for _, key in ipairs(keys) do
     local left = redis.call('PTTL', key)
-    -- A key without an expiry (a foreign PERSIST): I and M are left alone.
-    if left == -1 then return end
+    -- A key without an expiry (a foreign PERSIST): I and M are only
+    -- extended, to the grants if there are any.
+    if left == -1 then
+      if granted_until then
+        cover(I, granted_until)
+        cover(M, granted_until)
+      end
+      return
+    end
     if left > latest then latest = left end
   end
   if latest <= 0 then return end
@@ -561,8 +568,14 @@ local function acquire()
     stored, meta_exists, purge_at, purge_at_dirty = nil, false, math.huge, false
   end
   if not stored then
+    -- M is new although the lock is not (rare: the audit key, or leftovers
+    -- of a foreign write): it gets an expiry now, past every lease there is
+    -- and this caller's, since not every path below extends it.
     redis.call('HSET', M, 'limit', limit)
     meta_exists, meta_new = true, true
+    local latest = math.max(ttl, lease or 0)
+    for _, key in ipairs({ H, S, L }) do latest = math.max(latest, redis.call('PTTL', key)) end
+    redis.call('PEXPIREAT', M, now + latest)
   end
   cached_limit = limit
   -- A purge may free a place: whoever is next gets it now, this caller too
