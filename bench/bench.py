@@ -545,7 +545,12 @@ def main():
     ap.add_argument("--sections", default="1,4,5,2",
                     help="which measurements to run (1+3 handoff, 4 polling peer, "
                     "5 whole processes, 2 throughput)")
+    ap.add_argument("--script", help="the lock script the Python clients use (default: the "
+                    "repository's; give the one --rlock embeds when measuring another version)")
     a = ap.parse_args()
+    if a.script:
+        global SCRIPT
+        SCRIPT = open(a.script, "rb").read()
     if not os.access(a.rlock, os.X_OK):
         raise SystemExit(f"no rlock binary at {a.rlock} (use --rlock)")
 

@@ -19,7 +19,10 @@
 --   5 l  ZSET hash -> lease ms    waiter leases
 --   6 i  HASH hash -> record      "fence\nsince_ms\nmode\nttl_ms\nblob" of
 --                                  holders and waiters (fence 0 for waiters)
---   7 m  HASH                     limit, seq (arrival counter)
+--   7 m  HASH                     limit, seq (arrival counter), purge_at
+--                                  (no lease in h, s or l ends before it:
+--                                  a lower bound that lets most calls skip
+--                                  the purge; see purge)
 --   8 f  STRING                   the last fence handed out, in decimal: the
 --                                  only key that stays
 --   9 a  STRING                   the last forced releases (audit), newest
@@ -57,23 +60,70 @@ local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 
 -- Every key but the fencing counter expires by itself no earlier than the
 -- last lease it records, so a crashed holder or waiter leaves nothing
--- behind. Expiries are extended only when needed, after a PTTL (a read: a
--- PEXPIREAT is a write and costs twice as much), and shortened only by tidy
--- (which sets I and M to the longest of H, S and L), so a key may outlive
--- its last lease a little, never the other way round.
+-- behind. Every run that may create a key gives it an expiry in the same
+-- run (cover_new, or a plain PEXPIREAT where the key is known to be new);
+-- extensions are one PEXPIREAT ... GT (a write only when later; Redis 7.0).
+-- Expiries are never shortened, so a key may outlive its last lease (by up
+-- to the longest TTL granted), never the other way round; when nobody holds
+-- or waits any more, tidy deletes I and M at once (an emptied zset is
+-- deleted by Redis itself). GT treats a key without an expiry as never
+-- expiring and leaves it so: only a foreign PERSIST makes one, and it still
+-- goes when the lock next becomes empty.
 
--- cover(key, at): key lives at least until `at` (a missing key is left alone).
-local function cover(key, at)
-  local left = redis.call('PTTL', key)
-  if left == -1 or (left >= 0 and now + left < at) then redis.call('PEXPIREAT', key, at) end
+-- cover(key, at): key, which has an expiry, lives at least until `at` (a
+-- missing key is left alone).
+local function cover(key, at) redis.call('PEXPIREAT', key, at, 'GT') end
+
+-- The same for a key this run may have created (no expiry yet): one call
+-- when it is new, two when it was not.
+local function cover_new(key, at)
+  if redis.call('PEXPIREAT', key, at, 'NX') == 0 then cover(key, at) end
 end
 
--- A holder's lease in `set` now ends at `at`.
-local function cover_holder(set, at)
-  cover(set, at)
-  cover(I, at)
-  cover(M, at)
+-- What the script knows of M: whether it exists (nil: not asked yet), its
+-- limit (nil: not read, false: absent) and purge_at (nil: not read), and
+-- whether purge_at must be written back (save_purge_at).
+local meta_exists, stored_limit, purge_at
+local purge_at_dirty = false
+-- True once this run created M (its expiry is set with cover_new).
+local meta_new = false
+
+-- One HMGET for the limit and purge_at; a purge_at that is missing or not a
+-- number reads as 0 (the next purge looks at every lease).
+local function read_meta()
+  local values = redis.call('HMGET', M, 'limit', 'purge_at')
+  stored_limit = values[1]
+  if purge_at == nil then purge_at = tonumber(values[2] or '') or 0 end
+  if meta_exists == nil then meta_exists = (values[1] or values[2]) and true or false end
 end
+
+-- A lease in H, S or L now ends at `at`: purge_at stays a lower bound.
+local function lease_ends(at)
+  if purge_at == nil then read_meta() end
+  if at < purge_at then
+    purge_at = at
+    purge_at_dirty = true
+  end
+end
+
+-- Writes purge_at back when it changed, and only into an existing M (an
+-- HSET would create M without an expiry).
+local function save_purge_at()
+  if purge_at_dirty and meta_exists and purge_at < 2 ^ 53 then
+    redis.call('HSET', M, 'purge_at', string.format('%.0f', purge_at))
+  end
+  purge_at_dirty = false
+end
+
+-- Every operation that may change a lease ends by writing purge_at back.
+-- Each operation is dispatched as soon as the helpers it needs are
+-- defined: defining a function costs about a fifth of a redis.call, and a
+-- renewal needs few of them.
+local function saved(reply)
+  save_purge_at()
+  return reply
+end
+
 
 local function fence_of(token)
   local record = redis.call('HGET', I, token)
@@ -88,7 +138,15 @@ local function confirm(set, token, ttl)
   local until_ms = tonumber(redis.call('ZSCORE', set, token))
   if not until_ms or until_ms <= now then return nil end
   redis.call('ZADD', set, now + ttl, token)
-  cover_holder(set, now + ttl)
+  if now + ttl < until_ms then
+    -- A holder's acquire with a shorter TTL than before (rare).
+    lease_ends(now + ttl)
+    save_purge_at()
+  end
+  -- The holder exists, so do its set, I and M (each with an expiry).
+  cover(set, now + ttl)
+  cover(I, now + ttl)
+  cover(M, now + ttl)
   return { 1, fence_of(token) }
 end
 
@@ -104,11 +162,12 @@ end
 
 -- Refuse to touch keys of another type: a foreign key at our name is an
 -- error, never something to overwrite. Every call but a holder's acquire
--- (above) pays for this, so the full
--- check (nine TYPE calls, a third of a cheap call's cost) runs only when the
--- meta hash is absent, i.e. when the lock is free: while M lives, the other
--- keys are ours, and a foreign write to one of them since then still fails
--- the script with Redis' own WRONGTYPE error.
+-- (above) pays for this, so the check runs only when the meta hash is
+-- absent, i.e. when the lock is free: while M lives, the other keys are
+-- ours, and a foreign write to one of them since then still fails the
+-- script with Redis' own WRONGTYPE error. A free lock usually has nothing
+-- but F (one EXISTS of the others, then F's TYPE: `fresh`); the nine TYPE
+-- calls run only when something else is there.
 local function foreign(key, kind)
   local actual = redis.call('TYPE', key).ok
   if actual ~= 'none' and actual ~= kind then
@@ -117,42 +176,91 @@ local function foreign(key, kind)
   end
 end
 local meta_type = redis.call('TYPE', M).ok
-if meta_type ~= 'hash' then
-  local expected = { { H, 'zset' }, { S, 'zset' }, { Q, 'zset' }, { X, 'zset' }, { L, 'zset' },
-    { I, 'hash' }, { M, 'hash' }, { F, 'string' }, { A, 'string' } }
+meta_exists = meta_type == 'hash'
+local fresh = false
+if not meta_exists then
+  fresh = meta_type == 'none' and redis.call('EXISTS', H, S, Q, X, L, I, A) == 0
+  local expected = { { F, 'string' } }
+  if not fresh then
+    expected = { { H, 'zset' }, { S, 'zset' }, { Q, 'zset' }, { X, 'zset' }, { L, 'zset' },
+      { I, 'hash' }, { M, 'hash' }, { F, 'string' }, { A, 'string' } }
+  end
   for _, pair in ipairs(expected) do
     local err = foreign(pair[1], pair[2])
     if err then return err end
   end
 end
 
+-- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
+-- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
+-- Also confirms a grant handed over to the token.
+-- A renew does not purge: it answers from the holder's own lease (one that
+-- ran out is not renewed), and the others' ended leases are the next
+-- acquire's, release's or waiter's re-check's to purge.
+local function renew()
+  local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
+  local held, until_ms
+  for _, set in ipairs({ H, S }) do
+    until_ms = tonumber(redis.call('ZSCORE', set, token))
+    if until_ms then
+      held = set
+      break
+    end
+  end
+  if not held or until_ms <= now then return 0 end
+  if ttl <= 0 then
+    ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
+      or 30000
+  end
+  redis.call('ZADD', held, now + ttl, token)
+  if now + ttl < until_ms then lease_ends(now + ttl) end
+  -- The holder exists, so do its set, I and M (each with an expiry).
+  cover(held, now + ttl)
+  cover(I, now + ttl)
+  cover(M, now + ttl)
+  return ttl
+end
+
+if op == 'renew' then return saved(renew()) end
+
+-- The earliest lease in `key` (a zset of leases), math.huge when empty; a
+-- score that does not read as a number counts as already ended.
+local function earliest(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first == 0 then return math.huge end
+  return tonumber(first[2]) or 0
+end
+
 -- Remove holders whose lease ran out and waiters whose lease ran out.
 -- Returns true when something was removed (a waiter may now proceed).
+-- purge_at (in M) is a lower bound of every lease in H, S and L, lowered
+-- by every call that sets a shorter one (lease_ends): while it is in the
+-- future nothing can have run out, and the purge costs nothing beyond the
+-- HMGET that also reads the limit. Otherwise each set's earliest lease is
+-- read (one ZRANGE), the ended ones removed, and purge_at set to the
+-- earliest lease left.
 local function purge()
-  local removed = false
-  -- ZCOUNT first: it is the cheap common answer (nothing expired), where an
-  -- empty ZRANGEBYSCORE still builds a reply table.
-  for _, key in ipairs({ H, S }) do
-    local dead = {}
-    if redis.call('ZCOUNT', key, '-inf', now) > 0 then
-      dead = redis.call('ZRANGEBYSCORE', key, '-inf', now)
+  if purge_at == nil then read_meta() end
+  if purge_at > now then return false end
+  local removed, next_at = false, math.huge
+  for _, key in ipairs({ H, S, L }) do
+    local first = earliest(key)
+    if first <= now then
+      for _, token in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', now)) do
+        if key == L then
+          redis.call('ZREM', Q, token)
+          redis.call('ZREM', X, token)
+          redis.call('DEL', wake_key(token))
+        end
+        redis.call('HDEL', I, token)
+        removed = true
+      end
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+      first = earliest(key)
     end
-    for _, token in ipairs(dead) do
-      redis.call('HDEL', I, token)
-      removed = true
-    end
-    if #dead > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', now) end
+    if first < next_at then next_at = first end
   end
-  local gone = {}
-  if redis.call('ZCOUNT', L, '-inf', now) > 0 then gone = redis.call('ZRANGEBYSCORE', L, '-inf', now) end
-  for _, token in ipairs(gone) do
-    redis.call('ZREM', Q, token)
-    redis.call('ZREM', X, token)
-    redis.call('HDEL', I, token)
-    redis.call('DEL', wake_key(token))
-    removed = true
-  end
-  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', L, '-inf', now) end
+  purge_at, purge_at_dirty = next_at, true
   return removed
 end
 
@@ -170,36 +278,54 @@ local function cover_queue(at, joined)
     redis.call('PEXPIREAT', Q, to)
     redis.call('PEXPIREAT', X, to)
     redis.call('PEXPIREAT', L, to)
-    cover(I, to)
-    cover(M, to)
+    -- I and M exist (someone holds or waits ahead), unless this run
+    -- created M.
+    local cover_meta = meta_new and cover_new or cover
+    cover_meta(I, to)
+    cover_meta(M, to)
   end
 end
 
--- After a removal or a handover: I and M go at once if nobody holds or waits
--- any more, and otherwise live exactly as long as the longest-lived of H, S
--- and L (whose expiries bound their members' leases): not until the lease
--- of someone who already left, and no shorter than a grant just handed over.
-local function tidy()
-  local latest, forever = 0, false
-  for _, key in ipairs({ H, S, L }) do
-    local left = redis.call('PTTL', key)
-    if left == -1 then forever = true elseif left > latest then latest = left end
-  end
-  if forever then return end
-  if latest <= 0 then
-    if redis.call('EXISTS', I, M) > 0 then redis.call('DEL', I, M) end
+-- After a release, a forced release or a waiter leaving (the calls that end
+-- a lease early): I and M go at once if nobody holds or waits any more, and
+-- otherwise live exactly as long as the longest-lived of H, S and L (whose
+-- expiries bound their members' leases): not until the lease of someone who
+-- already left, and no shorter than a grant just handed over.
+-- `granted_until`: a handover left H and S holding only its grants, whose
+-- set expires then, so only L's expiry is read.
+local function tidy(granted_until)
+  local latest, keys = 0, { H, S, L }
+  if granted_until then
+    latest, keys = granted_until - now, { L }
+  elseif redis.call('EXISTS', H, S, L) == 0 then
+    redis.call('DEL', I, M)
+    meta_exists, purge_at_dirty = false, false
     return
   end
-  local meta = redis.call('PTTL', M)
-  if meta > latest or meta < latest - 1 then
-    redis.call('PEXPIREAT', I, now + latest)
-    redis.call('PEXPIREAT', M, now + latest)
+  for _, key in ipairs(keys) do
+    local left = redis.call('PTTL', key)
+    -- A key without an expiry (a foreign PERSIST): I and M are only
+    -- extended, to the grants if there are any.
+    if left == -1 then
+      if granted_until then
+        cover(I, granted_until)
+        cover(M, granted_until)
+      end
+      return
+    end
+    if left > latest then latest = left end
   end
+  if latest <= 0 then return end
+  redis.call('PEXPIREAT', I, now + latest)
+  redis.call('PEXPIREAT', M, now + latest)
 end
 
 local cached_limit
 local function limit_of()
-  if not cached_limit then cached_limit = tonumber(redis.call('HGET', M, 'limit') or '1') end
+  if not cached_limit then
+    if stored_limit == nil then read_meta() end
+    cached_limit = tonumber(stored_limit or '1')
+  end
   return cached_limit
 end
 
@@ -262,6 +388,7 @@ local function hand_over(token, mode, quiet)
   local set = mode == 'shared' and S or H
   local lease = math.min(ttl, GRANT_MS)
   redis.call('ZADD', set, now + lease, token)
+  lease_ends(now + lease)
   redis.call('HSET', I, token, fence_text .. '\n' .. now .. rest)
   if not quiet then
     local key = wake_key(token)
@@ -273,12 +400,16 @@ end
 
 -- Grants the lock to each waiter who can now proceed, and to no one else;
 -- `self` (a queued caller) is granted quietly. Returns true when it granted.
-local function wake_ready(self)
+-- `then_tidy`: the caller ended a lease early, and I and M are set to what
+-- is left (tidy) rather than only extended.
+local function wake_ready(self, then_tidy)
   local head = redis.call('ZRANGE', Q, 0, 0)
   if #head == 0 then return false end
   local ready, mode
+  -- Most often nobody holds any more (one EXISTS instead of two ZCARDs).
+  local nobody = redis.call('EXISTS', H, S) == 0
   if redis.call('ZSCORE', X, head[1]) == false then
-    if redis.call('ZCARD', H) > 0 then return false end
+    if not nobody and redis.call('ZCARD', H) > 0 then return false end
     -- A shared waiter at the head: it and every shared waiter up to the first
     -- exclusive one can go together.
     local first_x = redis.call('ZRANGE', X, 0, 0, 'WITHSCORES')
@@ -286,8 +417,11 @@ local function wake_ready(self)
     ready = redis.call('ZRANGEBYSCORE', Q, '-inf', bound)
     mode = 'shared'
   else
-    if redis.call('ZCARD', S) > 0 then return false end
-    local free = limit_of() - redis.call('ZCARD', H)
+    local free = limit_of()
+    if not nobody then
+      if redis.call('ZCARD', S) > 0 then return false end
+      free = free - redis.call('ZCARD', H)
+    end
     if free <= 0 then return false end
     ready = free == 1 and { head[1] } or redis.call('ZRANGE', Q, 0, free - 1)
     mode = 'exclusive'
@@ -301,9 +435,11 @@ local function wake_ready(self)
       end
     end
   end
-  -- The set lives as long as the longest grant (not its TTL: a grant that
-  -- is never confirmed must not keep it); the confirmation extends it. I and
-  -- M follow in tidy(), which every caller runs after a handover.
+  -- The set, I and M live at least as long as the longest grant (not its
+  -- TTL: a grant that is never confirmed must not keep them); the
+  -- confirmation extends them. The set may be new (its last holder just
+  -- left), I and M are not (they hold the waiters' records). The set's
+  -- expiry is then exactly the longest grant, which tidy relies on.
   local longest, set = 0, nil
   for _, token in ipairs(ready) do
     local granted, lease = hand_over(token, mode, token == self)
@@ -312,9 +448,39 @@ local function wake_ready(self)
     if lease > longest then longest = lease end
   end
   if not set then return false end
-  cover(set, now + longest)
+  cover_new(set, now + longest)
+  if then_tidy then
+    tidy(nobody and now + longest or nil)
+  else
+    cover(I, now + longest)
+    cover(M, now + longest)
+  end
   return true
 end
+
+-- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
+-- A retried release is harmless: it answers 0 and changes nothing. The
+-- place it frees goes to the next waiter(s) at once (wake_ready).
+local function release()
+  local token = redis.sha1hex(ARGV[2])
+  purge()
+  -- ZREM answers whether it held: no lookup first.
+  local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
+  if found then
+    redis.call('HDEL', I, token)
+  elseif redis.call('ZSCORE', Q, token) then
+    redis.call('ZREM', Q, token)
+    redis.call('ZREM', X, token)
+    redis.call('ZREM', L, token)
+    redis.call('HDEL', I, token)
+    found = true
+  end
+  -- The place goes to the next waiter(s); if there is nobody, I and M go.
+  if not wake_ready(nil, true) then tidy() end
+  return found and 1 or 0
+end
+
+if op == 'release' then return saved(release()) end
 
 local function holder_set(token)
   if redis.call('ZSCORE', H, token) then return H end
@@ -378,24 +544,43 @@ local function acquire()
       ' does not hold an integer below 2^53 - 1; the lock is left untouched')
   end
   fence_counter = tonumber(counter or '0')
-  local stored = redis.call('HGET', M, 'limit')
+  if fresh and (mode == 'shared' or limit >= 1) then
+    -- Nothing of this lock but F exists (the type check found so): it is
+    -- granted at once, and every key it writes is new.
+    local fence, fence_text = next_fence()
+    redis.call('ZADD', set, now + ttl, token)
+    redis.call('HSET', I, token, fence_text .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
+    redis.call('HSET', M, 'limit', limit, 'purge_at', now + ttl)
+    for _, key in ipairs({ set, I, M }) do redis.call('PEXPIREAT', key, now + ttl) end
+    return { 1, fence }
+  end
+  read_meta()
+  local stored = stored_limit
   local purged = purge()
   if stored and tonumber(stored) ~= limit then
-    -- M may outlive the last lease a little (see cover): a limit nobody
-    -- uses any more is forgotten, a live one is an error.
+    -- M may outlive the last lease (see cover): a limit nobody uses any
+    -- more is forgotten, a live one is an error.
     if redis.call('EXISTS', H, S, L) > 0 then
-      if purged and wake_ready() then tidy() end
+      if purged then wake_ready() end
       return { -1, tonumber(stored) }
     end
     redis.call('DEL', I, M)
-    stored = nil
+    stored, meta_exists, purge_at, purge_at_dirty = nil, false, math.huge, false
   end
-  if not stored then redis.call('HSET', M, 'limit', limit) end
+  if not stored then
+    -- M is new although the lock is not (rare: the audit key, or leftovers
+    -- of a foreign write): it gets an expiry now, past every lease there is
+    -- and this caller's, since not every path below extends it.
+    redis.call('HSET', M, 'limit', limit)
+    meta_exists, meta_new = true, true
+    local latest = math.max(ttl, lease or 0)
+    for _, key in ipairs({ H, S, L }) do latest = math.max(latest, redis.call('PTTL', key)) end
+    redis.call('PEXPIREAT', M, now + latest)
+  end
   cached_limit = limit
   -- A purge may free a place: whoever is next gets it now, this caller too
   -- (quietly: it learns from this reply).
   if purged and wake_ready(token) then
-    tidy()
     held = confirm(set, token, ttl)
     if held then return held end
   end
@@ -417,8 +602,10 @@ local function acquire()
     end
     local fence, fence_text = next_fence()
     redis.call('ZADD', set, now + ttl, token)
+    lease_ends(now + ttl)
     redis.call('HSET', I, token, fence_text .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
-    cover_holder(set, now + ttl)
+    -- The set, I and M may be new (a first co-holder, M just written).
+    for _, key in ipairs({ set, I, M }) do cover_new(key, now + ttl) end
     return { 1, fence }
   end
 
@@ -430,8 +617,7 @@ local function acquire()
       redis.call('ZREM', X, token)
       redis.call('ZREM', L, token)
       redis.call('HDEL', I, token)
-      wake_ready()
-      tidy()
+      if not wake_ready(nil, true) then tidy() end
     end
     return { 0, 0, holder[1], holder[2], now }
   end
@@ -442,53 +628,12 @@ local function acquire()
     redis.call('HSET', I, token, '0\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
   end
   redis.call('ZADD', L, now + lease, token)
+  lease_ends(now + lease)
   cover_queue(now + lease, not queued)
   return { 0, rank + 1, holder[1], holder[2], now }
 end
 
--- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
--- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
--- Also confirms a grant handed over to the token.
-local function renew()
-  local token, ttl = redis.sha1hex(ARGV[2]), tonumber(ARGV[3])
-  local granted = purge() and wake_ready()
-  local held = holder_set(token)
-  if not held then
-    tidy()
-    return 0
-  end
-  if granted then tidy() end
-  if ttl <= 0 then
-    ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
-      or 30000
-  end
-  redis.call('ZADD', held, now + ttl, token)
-  cover_holder(held, now + ttl)
-  return ttl
-end
-
--- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
--- A retried release is harmless: it answers 0 and changes nothing. The
--- place it frees goes to the next waiter(s) at once (wake_ready).
-local function release()
-  local token = redis.sha1hex(ARGV[2])
-  purge()
-  -- ZREM answers whether it held: no lookup first.
-  local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
-  if found then
-    redis.call('HDEL', I, token)
-  elseif redis.call('ZSCORE', Q, token) then
-    redis.call('ZREM', Q, token)
-    redis.call('ZREM', X, token)
-    redis.call('ZREM', L, token)
-    redis.call('HDEL', I, token)
-    found = true
-  end
-  -- I and M live no longer than the longest lease left, the grants' included.
-  wake_ready()
-  tidy()
-  return found and 1 or 0
-end
+if op == 'acquire' then return saved(acquire()) end
 
 -- "len:bytes" netstrings (records may hold any byte), and back; nil when
 -- the text is not netstrings.
@@ -553,8 +698,7 @@ local function force()
     end
     redis.call('SET', A, netstrings(kept), 'PX', AUDIT_MS)
   end
-  wake_ready()
-  tidy()
+  if not wake_ready(nil, true) then tidy() end
   table.insert(evicted, 1, now)
   return evicted
 end
@@ -616,10 +760,7 @@ local function raise()
   return fence
 end
 
-if op == 'acquire' then return acquire() end
 if op == 'raise' then return raise() end
-if op == 'renew' then return renew() end
-if op == 'release' then return release() end
-if op == 'force' then return force() end
+if op == 'force' then return saved(force()) end
 if op == 'status' then return status() end
 return redis.error_reply('ERR rlock: unknown operation ' .. tostring(op))
