@@ -12,10 +12,11 @@
 # and prints each time and its ratio to the raw scan. The server is stopped
 # at exit.
 #
-# How to read it: `rlock status` does a SCAN for the meta keys (1 in 4 keys
-# here), then reads each lock with plain commands, pipelined 1000 locks at a
-# time in two round trips (src/backend/status_reads.*; a lock the reads
-# cannot describe exactly goes to the lock script), and renders. The ratio
+# How to read it: `rlock status` walks the meta keys with SCAN (1 in 4 keys
+# here) and reads each lock with plain commands, 7 a lock, pipelined 1000
+# locks a batch (src/backend/status_reads.*; a lock the reads cannot
+# describe exactly goes to the lock script), the reads of what the walk has
+# found going out while it goes on, and renders. The ratio
 # to the raw scan says what all that costs on top of walking the keys; the
 # server time per lock says how much of it is Redis. Text and JSON differ
 # only in rendering. bench/README.md has figures, before and after.

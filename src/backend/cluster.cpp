@@ -462,35 +462,27 @@ Result<std::vector<NamedReply>> ClusterBackend::run_on_every_lock(const lock::Ca
   // each master's locks go in pipelined batches.
   for (const auto& node : serving_masters()) {
     auto connect = [&]() { return connection(node, Clock::now() + timeout); };
-    auto conn = connect();
-    if (!conn) return std::unexpected(conn.error());
-    auto names = scan_lock_names(**conn, m_target.prefix, timeout);
-    if (!names) {
-      if (names.error().code == Error::Code::unreachable) drop(node);
-      return std::unexpected(names.error());
-    }
     auto load = [&](const std::string& name) -> Result<void> {
       auto loaded = run(name, call, Clock::now() + timeout);
       if (!loaded) return std::unexpected(loaded.error());
       return {};
     };
-    auto batch = run_batched(connect, load, m_target.prefix, *names, call, timeout);
-    if (!batch) {
-      if (batch.error().code == Error::Code::unreachable) drop(node);
-      return std::unexpected(batch.error());
+    auto listed = scan_and_run(connect, load, m_target.prefix, call, timeout);
+    if (!listed) {
+      if (listed.error().code == Error::Code::unreachable) drop(node);
+      return std::unexpected(listed.error());
     }
-    for (size_t k = 0; k < names->size(); ++k) {
-      auto& reply = (*batch)[k];
+    for (auto& [name, reply] : *listed) {
       // A lock whose slot moved since SCAN (resharding, failover) is asked
       // where it is now.
       const auto kind =
           reply.is_error() ? redis::server_error_kind(reply.str) : redis::ServerError::none;
       if (kind == redis::ServerError::moved || kind == redis::ServerError::ask) {
-        auto again = run((*names)[k], call, Clock::now() + timeout);
+        auto again = run(name, call, Clock::now() + timeout);
         if (!again) return std::unexpected(again.error());
         reply = std::move(again->reply);
       }
-      replies.emplace_back((*names)[k], std::move(reply));
+      replies.emplace_back(std::move(name), std::move(reply));
     }
   }
   // A lock seen on two masters (its slot migrated during the listing) is

@@ -4,12 +4,15 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <deque>
 #include <optional>
 #include <span>
 
 #include "backend/status_reads.h"
 #include "lock/keys.h"
 #include "lock/protocol.h"
+#include "redis/multiplexer.h"
+#include "redis/resp.h"
 
 namespace rlock::lock::scripts {
 extern const std::string_view k_lock_lua;
@@ -192,33 +195,54 @@ std::optional<Result<Outcome>> script_answer(const std::string& where,
   return Result<Outcome>(Outcome{std::move(reply), ack});
 }
 
+namespace {
+
+// A real SCAN ends; a broken or hostile server's cursor may never return to
+// 0. Bounded twice: by steps (with COUNT 1000, 100000 steps walk a hash
+// table of 100 million slots, more than any one server holds) and by time (a
+// minute: a healthy server scans millions of keys a second).
+constexpr int k_max_scan_steps = 100'000;
+constexpr Millis k_scan_budget{60'000};
+
+/// One step of the walk for meta keys: COUNT 1000 keeps each step short on
+/// the server while needing few round trips for large keyspaces.
+std::vector<std::string> scan_command(const std::string& cursor, const std::string& pattern) {
+  return {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
+}
+
+/// Reads a SCAN reply: appends the names of the meta keys found to `names`
+/// and returns the next cursor.
+Result<std::string> scan_step(const redis::Reply& reply, const std::string& prefix,
+                              std::vector<std::string>& names) {
+  if (reply.elements.size() != 2 || reply.elements[1].type != redis::Reply::Type::array)
+    return fail(Error::Code::protocol, "unexpected SCAN reply");
+  for (const auto& key : reply.elements[1].elements)
+    if (auto name = lock::name_of_meta_key(prefix, key.str)) names.push_back(std::move(*name));
+  return reply.elements[0].str;
+}
+
+Result<void> too_many_steps(const redis::Connection& conn) {
+  return fail(Error::Code::protocol, fmt::format("{}: SCAN did not finish after {} steps",
+                                                 conn.describe(), k_max_scan_steps));
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const std::string& prefix,
                                                  Millis command_timeout) {
   std::vector<std::string> names;
   std::string cursor = "0";
   const std::string pattern = lock::meta_pattern(prefix);
-  // A real SCAN ends; a broken or hostile server's cursor may never return
-  // to 0. Bounded twice: by steps (with COUNT 1000, 100000 steps walk a
-  // hash table of 100 million slots, more than any one server holds) and by
-  // time (a minute: a healthy server scans millions of keys a second).
-  constexpr int k_max_scan_steps = 100'000;
-  constexpr Millis k_scan_budget{60'000};
   const Deadline scan_until = Clock::now() + k_scan_budget;
   int steps = 0;
   do {
-    if (++steps > k_max_scan_steps)
-      return fail(Error::Code::protocol, fmt::format("{}: SCAN did not finish after {} steps",
-                                                     conn.describe(), k_max_scan_steps));
-    // COUNT 1000 keeps each SCAN step short on the server while needing few
-    // round trips for large keyspaces.
-    const std::vector<std::string> scan{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
-    auto reply = conn.command(scan, std::min(scan_until, Clock::now() + command_timeout));
+    if (++steps > k_max_scan_steps) return std::unexpected(too_many_steps(conn).error());
+    auto reply = conn.command(scan_command(cursor, pattern),
+                              std::min(scan_until, Clock::now() + command_timeout));
     if (!reply) return std::unexpected(reply.error());
-    if (reply->elements.size() != 2 || reply->elements[1].type != redis::Reply::Type::array)
-      return fail(Error::Code::protocol, "unexpected SCAN reply");
-    cursor = reply->elements[0].str;
-    for (const auto& key : reply->elements[1].elements)
-      if (auto name = lock::name_of_meta_key(prefix, key.str)) names.push_back(*name);
+    auto next = scan_step(*reply, prefix, names);
+    if (!next) return std::unexpected(next.error());
+    cursor = std::move(*next);
   } while (cursor != "0");
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
@@ -269,82 +293,227 @@ bool refused_by_acl(const redis::Reply& reply) {
   return reply.is_error() && reply.str.starts_with("NOPERM");
 }
 
-/// run_batched for `status`: plain reads (backend/status_reads.h), two
-/// pipelined round trips per batch; the locks they cannot answer for exactly
-/// (broken, foreign, redirected, unusual values) go to the script after.
-Result<std::vector<redis::Reply>> read_statuses(
-    const std::function<Result<redis::Connection*>()>& connect,
-    const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
-    const std::vector<std::string>& names, const lock::Call& call, Millis command_timeout) {
-  namespace reads = status_reads;
-  std::vector<redis::Reply> replies(names.size());
-  std::vector<std::size_t> for_script;
+/// The replies of the oldest request queued on `conn` (Connection::begin),
+/// waiting `timeout` at most. (No interrupt fd: only `status` waits here,
+/// which nothing interrupts but its deadlines, as before.)
+Result<std::vector<redis::Reply>> next_answer(redis::Connection& conn, Millis timeout) {
+  std::optional<Result<std::vector<redis::Reply>>> answer;
+  redis::Connection* connections[] = {&conn};
+  auto waited = redis::wait_for_answers(connections, Clock::now() + timeout, -1,
+                                        [&](std::size_t, Result<std::vector<redis::Reply>> got) {
+                                          answer = std::move(got);
+                                          return redis::Then::stop;
+                                        });
+  if (!waited) return std::unexpected(waited.error());
+  if (answer) return std::move(*answer);
+  conn.abandon();  // a reply may still be in flight
+  return fail(Error::Code::unreachable,
+              fmt::format("{}: timed out after {}", conn.describe(), format_duration(timeout)));
+}
+
+/// `status` of many locks on one node: plain reads (backend/status_reads.h)
+/// in pipelined batches, the next batch in flight while one is decoded (the
+/// server reads while the client works), and each batch's second round
+/// queued behind what is in flight, never waited for on its own. The names
+/// are given, or found by SCAN on the same connection, whose steps go out
+/// between the batches: the walk and the reads overlap instead of taking
+/// turns. The locks the reads cannot answer for exactly (broken, foreign,
+/// redirected, unusual values) go to the script after.
+class StatusListing {
+ public:
+  StatusListing(const std::function<Result<redis::Connection*>()>& connect,
+                const std::function<Result<void>(const std::string& name)>& load,
+                const std::string& prefix, const lock::Call& call, Millis command_timeout)
+      : m_connect(connect),
+        m_load(load),
+        m_prefix(prefix),
+        m_call(call),
+        m_timeout(command_timeout) {}
+
+  /// Reads every lock of m_names (found by the walk first when `scan`);
+  /// then m_replies[k] is the reply for m_names[k].
+  Result<void> run(bool scan);
+
+  std::vector<std::string> m_names;
+  std::vector<redis::Reply> m_replies;
+
+ private:
+  // 1000 locks: ~7000 small commands a round trip; a batch's replies stay a
+  // few hundred kilobytes. Two batches in flight keep the server busy while
+  // the client decodes, and bound what waits in the socket.
+  static constexpr std::size_t k_batch = 1000;
+  static constexpr std::size_t k_in_flight = 2;
+
+  /// A request in flight, answered in the order sent.
+  struct Sent {
+    enum class Kind { scan, first, second } kind = Kind::scan;
+    /// first: the reads of `count` names from `first` on.
+    std::size_t first = 0;
+    std::size_t count = 0;
+    /// second: the locks it reads for, and how many replies each.
+    std::vector<std::pair<std::size_t, status_reads::Pending>> locks;
+    std::vector<std::size_t> replies;
+  };
+
+  Result<void> send_first(std::size_t count);
+  Result<void> read_first(const Sent& batch, std::vector<redis::Reply>& got);
+  void read_second(Sent& batch, std::vector<redis::Reply>& got);
+  Result<void> run_scripts_for_the_rest();
+
+  const std::function<Result<redis::Connection*>()>& m_connect;
+  const std::function<Result<void>(const std::string& name)>& m_load;
+  const std::string& m_prefix;
+  const lock::Call& m_call;
+  Millis m_timeout;
+  redis::Connection* m_conn = nullptr;
+  std::deque<Sent> m_sent;
+  std::size_t m_firsts = 0;  // first rounds in flight
+  std::size_t m_next = 0;    // the first name not sent yet
+  std::vector<std::size_t> m_for_script;
   // A user whose ACL lacks the reads (an older, script-only ACL) is served by
   // the script from the first refusal on, rather than asked twice per lock.
-  bool refused = false;
-  // 1000 locks: ~7000 small commands a round trip; a batch's replies stay a
-  // few hundred kilobytes.
-  constexpr std::size_t k_batch = 1000;
-  for (std::size_t first = 0; first < names.size(); first += k_batch) {
-    const std::size_t count = std::min(names.size() - first, k_batch);
-    if (refused) {
-      for (std::size_t k = 0; k < count; ++k) for_script.push_back(first + k);
+  bool m_refused = false;
+};
+
+Result<void> StatusListing::send_first(std::size_t count) {
+  namespace reads = status_reads;
+  // ~60 bytes a command: one buffer, grown a few times at most.
+  std::string request;
+  request.reserve(count * reads::k_first_round * 64);
+  redis::append_command(request, {"TIME"});
+  for (std::size_t k = m_next; k < m_next + count; ++k)
+    reads::first_round(lock::base_key(m_prefix, m_names[k]), request);
+  if (auto begun = m_conn->begin(request, 1 + count * reads::k_first_round); !begun)
+    return std::unexpected(begun.error());
+  Sent sent;
+  sent.kind = Sent::Kind::first;
+  sent.first = m_next;
+  sent.count = count;
+  m_sent.push_back(std::move(sent));
+  ++m_firsts;
+  m_next += count;
+  return {};
+}
+
+Result<void> StatusListing::read_first(const Sent& batch, std::vector<redis::Reply>& got) {
+  namespace reads = status_reads;
+  if (m_replies.size() < batch.first + batch.count) m_replies.resize(batch.first + batch.count);
+  m_refused = m_refused || std::any_of(got.begin(), got.end(), refused_by_acl);
+  const auto now = reads::now_of(got.front());
+  Sent second;
+  second.kind = Sent::Kind::second;
+  std::string request;
+  for (std::size_t k = 0; k < batch.count; ++k) {
+    const std::size_t index = batch.first + k;
+    const auto own = std::span(got).subspan(1 + k * reads::k_first_round, reads::k_first_round);
+    auto pending = now ? reads::read_first(own, *now) : std::nullopt;
+    if (!pending) {
+      m_for_script.push_back(index);
       continue;
     }
-    std::vector<std::vector<std::string>> keys;
-    keys.reserve(count);
-    reads::Commands commands{{"TIME"}};
-    commands.reserve(1 + count * reads::k_first_round);
-    for (std::size_t k = 0; k < count; ++k) {
-      keys.push_back(lock::lock_keys(prefix, names[first + k]));
-      reads::first_round(keys.back(), commands);
-    }
-    auto conn = connect();
-    if (!conn) return std::unexpected(conn.error());
-    auto got = (*conn)->pipeline(commands, Clock::now() + command_timeout);
-    if (!got) return std::unexpected(got.error());
-    refused = std::any_of(got->begin(), got->end(), refused_by_acl);
-    const auto now = reads::now_of(got->front());
-    std::vector<std::optional<reads::Pending>> pending(count);
-    std::vector<std::size_t> second_counts(count, 0);
-    reads::Commands second;
-    for (std::size_t k = 0; k < count; ++k) {
-      const auto own = std::span(*got).subspan(1 + k * reads::k_first_round, reads::k_first_round);
-      if (now) pending[k] = reads::read_first(own, *now);
-      if (pending[k]) {
-        second_counts[k] = reads::second_round(*pending[k], keys[k], second);
-      } else {
-        for_script.push_back(first + k);
-      }
-    }
-    std::vector<redis::Reply> second_replies;
-    if (!second.empty()) {
-      auto answered = (*conn)->pipeline(second, Clock::now() + command_timeout);
-      if (!answered) return std::unexpected(answered.error());
-      second_replies = std::move(*answered);
-    }
-    std::size_t next = 0;
-    for (std::size_t k = 0; k < count; ++k) {
-      if (!pending[k]) continue;
-      const auto own = std::span(second_replies).subspan(next, second_counts[k]);
-      next += second_counts[k];
-      if (auto reply = reads::finish(*pending[k], own)) {
-        replies[first + k] = std::move(*reply);
-      } else {
-        for_script.push_back(first + k);
-      }
+    const std::size_t count =
+        reads::second_round(*pending, lock::base_key(m_prefix, m_names[index]), request);
+    if (count > 0) {
+      second.locks.emplace_back(index, std::move(*pending));
+      second.replies.push_back(count);
+    } else if (auto reply = reads::finish(std::move(*pending), {})) {
+      m_replies[index] = std::move(*reply);
+    } else {
+      m_for_script.push_back(index);
     }
   }
-  if (for_script.empty()) return replies;
-  std::sort(for_script.begin(), for_script.end());
-  std::vector<std::string> script_names;
-  script_names.reserve(for_script.size());
-  for (const std::size_t k : for_script) script_names.push_back(names[k]);
-  auto scripted = run_scripts(connect, load, prefix, script_names, call, command_timeout);
+  if (second.locks.empty()) return {};
+  std::size_t commands = 0;
+  for (const std::size_t count : second.replies) commands += count;
+  if (auto begun = m_conn->begin(request, commands); !begun) return std::unexpected(begun.error());
+  m_sent.push_back(std::move(second));
+  return {};
+}
+
+void StatusListing::read_second(Sent& batch, std::vector<redis::Reply>& got) {
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < batch.locks.size(); ++k) {
+    auto& [index, pending] = batch.locks[k];
+    const auto own = std::span(got).subspan(next, batch.replies[k]);
+    next += batch.replies[k];
+    if (auto reply = status_reads::finish(std::move(pending), own)) {
+      m_replies[index] = std::move(*reply);
+    } else {
+      m_for_script.push_back(index);
+    }
+  }
+}
+
+Result<void> StatusListing::run(bool scan) {
+  if (m_names.empty() && !scan) return {};
+  auto conn = m_connect();
+  if (!conn) return std::unexpected(conn.error());
+  m_conn = *conn;
+  const std::string pattern = lock::meta_pattern(m_prefix);
+  const Deadline scan_until = Clock::now() + k_scan_budget;
+  std::string cursor = "0";
+  int steps = 0;
+  bool scan_sent = false;
+  for (;;) {
+    if (scan && !scan_sent) {
+      if (++steps > k_max_scan_steps) return too_many_steps(*m_conn);
+      // The reads travel with the walk, so its budget grows with the locks
+      // found: a millisecond each (they take microseconds), on top of the
+      // walk's own minute.
+      if (Clock::now() >= scan_until + Millis(static_cast<Millis::rep>(m_names.size())))
+        return fail(Error::Code::unreachable,
+                    fmt::format("{}: SCAN did not finish within {}", m_conn->describe(),
+                                format_duration(k_scan_budget)));
+      if (auto begun = m_conn->begin({scan_command(cursor, pattern)}); !begun)
+        return std::unexpected(begun.error());
+      m_sent.push_back(Sent{});
+      scan_sent = true;
+    }
+    // A full batch, or what is left once the walk is over.
+    while (!m_refused && m_firsts < k_in_flight &&
+           (m_names.size() - m_next >= k_batch || (!scan && m_next < m_names.size())))
+      if (auto sent = send_first(std::min(m_names.size() - m_next, k_batch)); !sent)
+        return std::unexpected(sent.error());
+    if (m_sent.empty()) break;
+    auto got = next_answer(*m_conn, m_timeout);
+    if (!got) return std::unexpected(got.error());
+    Sent answered = std::move(m_sent.front());
+    m_sent.pop_front();
+    if (answered.kind == Sent::Kind::first) {
+      --m_firsts;
+      if (auto read = read_first(answered, *got); !read) return read;
+      continue;
+    }
+    if (answered.kind == Sent::Kind::second) {
+      read_second(answered, *got);
+      continue;
+    }
+    // As Connection::command would: the server's refusal is an error.
+    if (got->front().is_error())
+      return std::unexpected(redis::server_failure(m_conn->describe(), got->front().str));
+    auto next = scan_step(got->front(), m_prefix, m_names);
+    if (!next) return std::unexpected(next.error());
+    cursor = std::move(*next);
+    scan_sent = false;
+    scan = cursor != "0";
+  }
+  // Refused: the rest is the script's.
+  for (; m_next < m_names.size(); ++m_next) m_for_script.push_back(m_next);
+  m_replies.resize(m_names.size());
+  return run_scripts_for_the_rest();
+}
+
+Result<void> StatusListing::run_scripts_for_the_rest() {
+  if (m_for_script.empty()) return {};
+  std::sort(m_for_script.begin(), m_for_script.end());
+  std::vector<std::string> names;
+  names.reserve(m_for_script.size());
+  for (const std::size_t k : m_for_script) names.push_back(m_names[k]);
+  auto scripted = run_scripts(m_connect, m_load, m_prefix, names, m_call, m_timeout);
   if (!scripted) return std::unexpected(scripted.error());
-  for (std::size_t k = 0; k < for_script.size(); ++k)
-    replies[for_script[k]] = std::move((*scripted)[k]);
-  return replies;
+  for (std::size_t k = 0; k < m_for_script.size(); ++k)
+    m_replies[m_for_script[k]] = std::move((*scripted)[k]);
+  return {};
 }
 
 }  // namespace
@@ -353,9 +522,46 @@ Result<std::vector<redis::Reply>> run_batched(
     const std::function<Result<redis::Connection*>()>& connect,
     const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
     const std::vector<std::string>& names, const lock::Call& call, Millis command_timeout) {
-  if (lock::operation_of(call) == lock::Operation::status)
-    return read_statuses(connect, load, prefix, names, call, command_timeout);
-  return run_scripts(connect, load, prefix, names, call, command_timeout);
+  if (lock::operation_of(call) != lock::Operation::status)
+    return run_scripts(connect, load, prefix, names, call, command_timeout);
+  StatusListing listing(connect, load, prefix, call, command_timeout);
+  listing.m_names = names;
+  if (auto done = listing.run(false); !done) return std::unexpected(done.error());
+  return std::move(listing.m_replies);
+}
+
+Result<std::vector<NamedReply>> scan_and_run(
+    const std::function<Result<redis::Connection*>()>& connect,
+    const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
+    const lock::Call& call, Millis command_timeout) {
+  std::vector<NamedReply> replies;
+  if (lock::operation_of(call) != lock::Operation::status) {
+    auto conn = connect();
+    if (!conn) return std::unexpected(conn.error());
+    auto names = scan_lock_names(**conn, prefix, command_timeout);
+    if (!names) return std::unexpected(names.error());
+    auto batch = run_batched(connect, load, prefix, *names, call, command_timeout);
+    if (!batch) return std::unexpected(batch.error());
+    replies.reserve(names->size());
+    for (std::size_t k = 0; k < names->size(); ++k)
+      replies.emplace_back(std::move((*names)[k]), std::move((*batch)[k]));
+    return replies;
+  }
+  StatusListing listing(connect, load, prefix, call, command_timeout);
+  if (auto done = listing.run(true); !done) return std::unexpected(done.error());
+  // In the walk's order, with a name SCAN returned twice (it may, while the
+  // server rehashes) read twice: sorted, and listed once.
+  std::vector<std::size_t> order(listing.m_names.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  const auto& names = listing.m_names;
+  std::stable_sort(order.begin(), order.end(),
+                   [&names](std::size_t a, std::size_t b) { return names[a] < names[b]; });
+  replies.reserve(order.size());
+  for (const std::size_t k : order) {
+    if (!replies.empty() && replies.back().first == names[k]) continue;
+    replies.emplace_back(std::move(listing.m_names[k]), std::move(listing.m_replies[k]));
+  }
+  return replies;
 }
 
 }  // namespace rlock::backend

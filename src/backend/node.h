@@ -91,6 +91,16 @@ std::optional<Result<Outcome>> script_answer(const std::string& where,
 Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const std::string& prefix,
                                                  Millis command_timeout);
 
+/// Runs `call` on every lock SCAN finds on one node (`connect` gives its
+/// connection), as run_batched does; the replies (error replies in place)
+/// sorted by name, each name once. For `status` the walk and the reads
+/// overlap (the reads of what one SCAN step found go out with the next
+/// step).
+Result<std::vector<NamedReply>> scan_and_run(
+    const std::function<Result<redis::Connection*>()>& connect,
+    const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
+    const lock::Call& call, Millis command_timeout);
+
 /// Runs `call` on each of `names` (all on one node), pipelined in batches;
 /// the replies (error replies in place) in the order of `names`. `connect`
 /// gives the node's connection. When the script cache was emptied, `load`

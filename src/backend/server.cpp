@@ -386,23 +386,14 @@ Result<std::vector<NamedReply>> ServerBackend::run_on_every_lock(const lock::Cal
     if (auto probed = probe_cluster(connect_by); !probed) return std::unexpected(probed.error());
   }
   if (m_cluster) return m_cluster->run_on_every_lock(call);
-  auto conn = connection(connect_by);
-  if (!conn) return std::unexpected(conn.error());
-  auto names = scan_lock_names(**conn, m_target.prefix, command_timeout());
-  if (!names) return std::unexpected(names.error());
+  if (auto conn = connection(connect_by); !conn) return std::unexpected(conn.error());
   auto connect = [this]() { return connection(Clock::now() + command_timeout()); };
   auto load = [&](const std::string& name) -> Result<void> {
     auto loaded = run(name, call, Clock::now() + command_timeout());
     if (!loaded) return std::unexpected(loaded.error());
     return {};
   };
-  auto batch = run_batched(connect, load, m_target.prefix, *names, call, command_timeout());
-  if (!batch) return std::unexpected(batch.error());
-  std::vector<NamedReply> replies;
-  replies.reserve(names->size());
-  for (size_t k = 0; k < names->size(); ++k)
-    replies.emplace_back((*names)[k], std::move((*batch)[k]));
-  return replies;
+  return scan_and_run(connect, load, m_target.prefix, call, command_timeout());
 }
 
 }  // namespace

@@ -4,11 +4,10 @@
 #include <charconv>
 #include <unordered_map>
 
+#include "redis/resp.h"
+
 namespace rlock::backend::status_reads {
 namespace {
-
-// Key positions in lock::lock_keys.
-enum Key : std::size_t { h, s, q, x, l, i, m, f, a };
 
 // A lease is bounded by 2^53 ms in the reply, as lease_left() does; and
 // 2^53 is where a Lua number stops being exact.
@@ -36,15 +35,15 @@ bool is_string(const redis::Reply& reply) {
 }
 
 /// A reply to GET or HGET: nullopt for an error or anything unexpected; the
-/// value, or `absent` for nil.
-std::optional<std::string> text_or(const redis::Reply& reply, std::string_view absent) {
+/// value (moved out), or `absent` for nil.
+std::optional<std::string> text_or(redis::Reply& reply, std::string_view absent) {
   if (reply.is_nil()) return std::string(absent);
   if (!is_string(reply)) return std::nullopt;
-  return reply.str;
+  return std::move(reply.str);
 }
 
-/// A ZRANGE ... WITHSCORES reply as (member, score) pairs.
-std::optional<std::vector<std::pair<std::string, std::int64_t>>> scored(const redis::Reply& reply) {
+/// A ZRANGE ... WITHSCORES reply as (member, score) pairs, members moved out.
+std::optional<std::vector<std::pair<std::string, std::int64_t>>> scored(redis::Reply& reply) {
   if (reply.type != redis::Reply::Type::array || reply.elements.size() % 2 != 0)
     return std::nullopt;
   std::vector<std::pair<std::string, std::int64_t>> pairs;
@@ -52,7 +51,7 @@ std::optional<std::vector<std::pair<std::string, std::int64_t>>> scored(const re
   for (std::size_t k = 0; k < reply.elements.size(); k += 2) {
     const auto score = plain_integer(reply.elements[k + 1].str, true);
     if (!is_string(reply.elements[k]) || !score) return std::nullopt;
-    pairs.emplace_back(reply.elements[k].str, *score);
+    pairs.emplace_back(std::move(reply.elements[k].str), *score);
   }
   return pairs;
 }
@@ -75,64 +74,75 @@ std::optional<std::int64_t> now_of(const redis::Reply& time) {
   return *seconds * 1000 + *micros / 1000;
 }
 
-void first_round(const std::vector<std::string>& keys, Commands& out) {
-  out.push_back({"TYPE", keys[m]});
-  out.push_back({"HGET", keys[m], "limit"});
-  out.push_back({"ZRANGE", keys[h], "0", "-1", "WITHSCORES"});
-  out.push_back({"ZRANGE", keys[s], "0", "-1", "WITHSCORES"});
-  out.push_back({"ZRANGE", keys[q], "0", "-1"});
+void first_round(std::string_view base, std::string& out) {
+  std::string key(base);
+  key += ' ';
+  const auto of = [&key](char letter) -> std::string_view {
+    key.back() = letter;
+    return key;
+  };
+  // No TYPE of the meta key: an HGET of its limit tells the same apart. The
+  // script always writes the limit, so a hash without one, or no hash, is
+  // the script's to answer (gone since SCAN: it checks every key's type).
+  redis::append_command(out, {"HGET", of('m'), "limit"});
+  redis::append_command(out, {"ZRANGE", of('h'), "0", "-1", "WITHSCORES"});
+  redis::append_command(out, {"ZRANGE", of('s'), "0", "-1", "WITHSCORES"});
+  redis::append_command(out, {"ZRANGE", of('q'), "0", "-1"});
   // Two GETs, not MGET: MGET reads a key of another type as nil, where the
   // script's GET fails; and the minimum ACL has +get only.
-  out.push_back({"GET", keys[f]});
-  out.push_back({"GET", keys[a]});
+  redis::append_command(out, {"GET", of('f')});
+  redis::append_command(out, {"GET", of('a')});
 }
 
-std::optional<Pending> read_first(std::span<const redis::Reply> replies, std::int64_t now) {
+std::optional<Pending> read_first(std::span<redis::Reply> replies, std::int64_t now) {
   if (replies.size() != k_first_round) return std::nullopt;
-  // The script checks every key's type when the meta key is not a hash
-  // (gone since SCAN, or foreign): its answer, not ours.
-  if (replies[0].type != redis::Reply::Type::status || replies[0].str != "hash")
-    return std::nullopt;
   Pending lock;
   lock.now = now;
-  const auto limit = text_or(replies[1], "1");
+  // Absent (or no limit): see first_round.
+  if (replies[0].is_nil()) return std::nullopt;
+  const auto limit = text_or(replies[0], "");
   if (!limit) return std::nullopt;
   const auto parsed_limit = plain_integer(*limit, false);
   if (!parsed_limit) return std::nullopt;
   lock.limit = *parsed_limit;
-  for (const std::size_t set : {2, 3}) {
-    const auto members = scored(replies[set]);
+  for (const std::size_t set : {1, 2}) {
+    auto members = scored(replies[set]);
     if (!members) return std::nullopt;
-    for (const auto& [hash, at] : *members)
-      if (at > now) lock.holders.emplace_back(hash, at - now);
+    for (auto& [hash, at] : *members)
+      if (at > now) lock.holders.emplace_back(std::move(hash), at - now);
   }
-  const auto& queue = replies[4];
+  auto& queue = replies[3];
   if (queue.type != redis::Reply::Type::array) return std::nullopt;
-  for (const auto& hash : queue.elements) {
+  lock.queued.reserve(queue.elements.size());
+  for (auto& hash : queue.elements) {
     if (!is_string(hash)) return std::nullopt;
-    lock.queued.push_back(hash.str);
+    lock.queued.push_back(std::move(hash.str));
   }
-  const auto fence = text_or(replies[5], "0");
-  const auto audit = text_or(replies[6], "");
+  const auto fence = text_or(replies[4], "0");
+  auto audit = text_or(replies[5], "");
   if (!fence || !audit) return std::nullopt;
   const auto parsed_fence = plain_integer(*fence, false);
   if (!parsed_fence) return std::nullopt;
   lock.last_fence = *parsed_fence;
-  lock.audit = *audit;
+  lock.audit = std::move(*audit);
   return lock;
 }
 
-std::size_t second_round(const Pending& lock, const std::vector<std::string>& keys, Commands& out) {
-  const std::size_t before = out.size();
-  for (const auto& [hash, left] : lock.holders) out.push_back({"HGET", keys[i], hash});
-  if (!lock.queued.empty()) {
-    out.push_back({"ZRANGE", keys[l], "0", "-1", "WITHSCORES"});
-    for (const auto& hash : lock.queued) out.push_back({"HGET", keys[i], hash});
-  }
-  return out.size() - before;
+std::size_t second_round(const Pending& lock, std::string_view base, std::string& out) {
+  std::string key(base);
+  key += ' ';
+  const auto of = [&key](char letter) -> std::string_view {
+    key.back() = letter;
+    return key;
+  };
+  for (const auto& [hash, left] : lock.holders) redis::append_command(out, {"HGET", of('i'), hash});
+  if (lock.queued.empty()) return lock.holders.size();
+  redis::append_command(out, {"ZRANGE", of('l'), "0", "-1", "WITHSCORES"});
+  for (const auto& hash : lock.queued) redis::append_command(out, {"HGET", of('i'), hash});
+  return lock.holders.size() + 1 + lock.queued.size();
 }
 
-std::optional<redis::Reply> finish(const Pending& lock, std::span<const redis::Reply> replies) {
+std::optional<redis::Reply> finish(Pending lock, std::span<redis::Reply> replies) {
   const std::size_t expected =
       lock.holders.size() + (lock.queued.empty() ? 0 : 1 + lock.queued.size());
   if (replies.size() != expected) return std::nullopt;
@@ -148,7 +158,9 @@ std::optional<redis::Reply> finish(const Pending& lock, std::span<const redis::R
   if (!lock.queued.empty()) {
     const auto leases = scored(replies[next++]);
     if (!leases) return std::nullopt;
-    const std::unordered_map<std::string, std::int64_t> lease_of(leases->begin(), leases->end());
+    std::unordered_map<std::string, std::int64_t> lease_of;
+    lease_of.reserve(leases->size());
+    for (const auto& [hash, lease] : *leases) lease_of.emplace(hash, lease);
     for (const auto& hash : lock.queued) {
       auto record = text_or(replies[next++], "");
       if (!record) return std::nullopt;
@@ -165,7 +177,7 @@ std::optional<redis::Reply> finish(const Pending& lock, std::span<const redis::R
   reply.push_back(redis::Reply::of_integer(lock.last_fence));
   reply.push_back(redis::Reply::of_array(std::move(holders)));
   reply.push_back(redis::Reply::of_array(std::move(waiters)));
-  reply.push_back(redis::Reply::of_string(lock.audit));
+  reply.push_back(redis::Reply::of_string(std::move(lock.audit)));
   return redis::Reply::of_array(std::move(reply));
 }
 

@@ -7,38 +7,41 @@
 /// and so the output, cannot tell the two apart.
 ///
 /// Only what can be reproduced exactly is: a lock whose reads show anything
-/// unusual (an error reply, a meta key that is not a hash, a counter or a
-/// score that is not a plain integer, which Lua's tonumber would read its own
-/// way) is "for the script", and the caller runs the status operation for it,
-/// which answers as it always did (broken, foreign, MOVED...).
+/// unusual (an error reply, a meta key that is absent or has no limit, a
+/// counter or a score that is not a plain integer, which Lua's tonumber
+/// would read its own way) is "for the script", and the caller runs the
+/// status operation for it, which answers as it always did (broken,
+/// foreign, MOVED...).
 ///
-/// Two rounds per batch of locks: the first reads each lock's sets and
-/// counters, the second the records of the live holders and waiters it found.
-/// Only commands of the documented minimum ACL are used (TIME, TYPE, HGET,
-/// ZRANGE, GET).
+/// Two rounds per lock: the first reads its sets and counters, the second
+/// the records of the live holders and waiters it found (and the waiters'
+/// leases). The caller pipelines both with other locks' reads, so neither
+/// waits for the other's round trip. Only commands of the documented
+/// minimum ACL are used (TIME, HGET, ZRANGE, GET).
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "redis/reply.h"
 
 namespace rlock::backend::status_reads {
 
-using Commands = std::vector<std::vector<std::string>>;
-
 /// The server's time in ms from a TIME reply, as the script computes `now`.
 std::optional<std::int64_t> now_of(const redis::Reply& time);
 
 /// How many commands first_round() appends for one lock.
-inline constexpr std::size_t k_first_round = 7;
+inline constexpr std::size_t k_first_round = 6;
 
-/// Appends the first round's reads of one lock; `keys` as lock::lock_keys
-/// gives them (h s q x l i m f a).
-void first_round(const std::vector<std::string>& keys, Commands& out);
+/// Appends the first round's reads of one lock, as RESP (one buffer for a
+/// whole batch, no string per argument); `base` as lock::base_key gives it
+/// (each key is the base and one letter, as in lock::lock_keys).
+void first_round(std::string_view base, std::string& out);
 
 /// One lock between the two rounds.
 struct Pending {
@@ -54,17 +57,17 @@ struct Pending {
 };
 
 /// The first round's replies of one lock (k_first_round of them) read as the
-/// script would, or nullopt: for the script.
-std::optional<Pending> read_first(std::span<const redis::Reply> replies, std::int64_t now);
+/// script would, or nullopt: for the script. Their strings are moved out.
+std::optional<Pending> read_first(std::span<redis::Reply> replies, std::int64_t now);
 
-/// Appends the second round's reads of one lock: the record of each live
-/// holder, and when someone is queued, the waiter leases and their records.
-/// Returns how many commands it appended.
-std::size_t second_round(const Pending& lock, const std::vector<std::string>& keys, Commands& out);
+/// Appends the second round's reads of one lock, as RESP: the record of each
+/// live holder, and when someone is queued, the waiter leases and their
+/// records. Returns how many commands it appended.
+std::size_t second_round(const Pending& lock, std::string_view base, std::string& out);
 
 /// The status reply the script would give, from the second round's replies
-/// of this lock (as many as second_round returned), or nullopt: for the
-/// script.
-std::optional<redis::Reply> finish(const Pending& lock, std::span<const redis::Reply> replies);
+/// of this lock (as many as second_round returned; their strings are moved
+/// out), or nullopt: for the script.
+std::optional<redis::Reply> finish(Pending lock, std::span<redis::Reply> replies);
 
 }  // namespace rlock::backend::status_reads

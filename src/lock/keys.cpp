@@ -43,11 +43,9 @@ std::optional<std::string> unescape_name(std::string_view escaped) {
   return percent::decode(escaped, needs_escape);
 }
 
-namespace {
 std::string base_key(std::string_view prefix, std::string_view name) {
   return fmt::format("{}{{{}}}:", prefix, escape_name(name));
 }
-}  // namespace
 
 std::vector<std::string> lock_keys(std::string_view prefix, std::string_view name) {
   std::string base = base_key(prefix, name);

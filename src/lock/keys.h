@@ -25,6 +25,9 @@ Result<void> validate_prefix(std::string_view prefix);
 std::string escape_name(std::string_view name);
 std::optional<std::string> unescape_name(std::string_view escaped);
 
+/// `PREFIX{ESCAPED}:`, what every key of the lock starts with (then one
+/// letter: see lock_keys).
+std::string base_key(std::string_view prefix, std::string_view name);
 /// The keys the lock script takes, in its KEYS order (h s q x l i m f a).
 std::vector<std::string> lock_keys(std::string_view prefix, std::string_view name);
 /// The list a waiter blocks on until a release says it may proceed (named by

@@ -261,7 +261,8 @@ Result<std::vector<LockView>> LockClient::list() {
   auto replies = m_backend->run_on_every_lock(status_call());
   if (!replies) return std::unexpected(replies.error());
   std::vector<LockView> views;
-  for (const auto& [name, reply] : *replies) {
+  views.reserve(replies->size());
+  for (auto& [name, reply] : *replies) {
     // A lock whose keys cannot be read (a foreign key at its name, a
     // malformed record) is listed as broken, and the listing goes on.
     auto view = reply.is_error() ? std::unexpected(redis::classify_server_error(reply.str))
@@ -283,6 +284,8 @@ Result<std::vector<LockView>> LockClient::list() {
                                       [](const MemberView& m) { return m.state == "disagrees"; });
     if (!view->holders.empty() || !view->waiters.empty() || disputed)
       views.push_back(std::move(*view));
+    // Freed as it is read: the views of a large listing reuse its memory.
+    reply = redis::Reply();
   }
   return views;
 }

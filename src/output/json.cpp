@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <iterator>
 
 #include "output/text.h"
@@ -60,6 +61,23 @@ std::string json_quote(std::string_view text) {
   std::string out;
   append_quoted(out, text);
   return out;
+}
+
+void json_quote_to(std::string& out, std::string_view text) {
+  append_quoted(out, text);
+}
+
+std::string& JsonWriter::name(std::string_view key) {
+  if (!m_first) m_out += ',';
+  m_first = false;
+  append_quoted(m_out, key);
+  m_out += ':';
+  return m_out;
+}
+
+void JsonWriter::integer(std::string_view key, std::int64_t value) {
+  char digits[24];
+  name(key).append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
 }
 
 std::string Json::dump() const {

@@ -39,5 +39,39 @@ class Json {
 /// controls and bidi marks are \u-escaped; bytes that are not UTF-8 become
 /// U+FFFD, so the document is always valid UTF-8 and always parses.
 std::string json_quote(std::string_view text);
+/// json_quote, appended to `out`.
+void json_quote_to(std::string& out, std::string_view text);
+
+/// One JSON object written straight into `out`, field by field, in the
+/// order given: the same bytes as a Json::Object of the same fields dumped,
+/// without a tree built and a string allocated per value (a listing of
+/// 100000 locks writes ~4 million values).
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : m_out(out) { m_out += '{'; }
+  JsonWriter(const JsonWriter&) = delete;
+  JsonWriter& operator=(const JsonWriter&) = delete;
+  ~JsonWriter() { m_out += '}'; }
+
+  void text(std::string_view key, std::string_view text) {
+    name(key);
+    json_quote_to(m_out, text);
+  }
+  void integer(std::string_view key, std::int64_t value);
+  void boolean(std::string_view key, bool value) {
+    name(key);
+    m_out += value ? "true" : "false";
+  }
+  void value(std::string_view key, const Json& value) {
+    name(key);
+    value.dump_to(m_out);
+  }
+  /// `"key":`, the value for the caller to append.
+  std::string& name(std::string_view key);
+
+ private:
+  std::string& m_out;
+  bool m_first = true;
+};
 
 }  // namespace rlock::output

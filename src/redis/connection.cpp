@@ -112,6 +112,7 @@ struct Connection::Impl {
       return std::unexpected(sent.error());
     }
     std::vector<Reply> replies;
+    replies.reserve(count);
     std::array<char, k_read_size> buffer;
     while (replies.size() < count) {
       auto reply = reader.next();
@@ -236,6 +237,7 @@ struct Connection::Impl {
         reader.feed({buffer.data(), *read});
         continue;
       }
+      if (got.empty()) got.reserve(expected.front().count);
       got.push_back(std::move(**reply));
       if (got.size() < expected.front().count) continue;
       const Purpose purpose = expected.front().purpose;
@@ -279,7 +281,11 @@ Connection Connection::unopened(const ConnectOptions& options) {
 Result<void> Connection::begin(const std::vector<std::vector<std::string>>& commands) {
   std::string request;
   for (const auto& args : commands) request += format_command(args);
-  auto begun = m_impl->begin(request, commands.size());
+  return begin(request, commands.size());
+}
+
+Result<void> Connection::begin(const std::string& request, std::size_t count) {
+  auto begun = m_impl->begin(request, count);
   if (!begun) m_impl->abandon();
   return begun;
 }

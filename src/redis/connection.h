@@ -94,6 +94,8 @@ class Connection {
   /// unusable while nothing is in flight) is opened again step-wise, AUTH
   /// and SELECT written ahead of the request; their refusals are its error.
   Result<void> begin(const std::vector<std::vector<std::string>>& commands);
+  /// begin() for `count` commands already in RESP (redis::append_command).
+  Result<void> begin(const std::string& request, std::size_t count);
   /// Writes what it can, reads what has arrived: the replies of the oldest
   /// request (error replies in place) once all are in, else nullopt. Any
   /// failure closes the connection and drops every queued request.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -177,27 +178,51 @@ Result<std::optional<Reply>> RespReader::next() {
   return to_reply(*reply);
 }
 
+namespace {
+
+/// One command as RESP appended to `out`, arguments from any range of
+/// strings or string views. Written through a pointer into room made once:
+/// appending piece by piece (a capacity check per header, digit and CR LF)
+/// was most of a status listing's request building.
+template <typename Args>
+void append_resp(std::string& out, const Args& args) {
+  // A header: kind, up to 20 digits, CR LF.
+  constexpr std::size_t k_header = 1 + 20 + 2;
+  std::size_t room = k_header;
+  for (const auto& arg : args) room += k_header + arg.size() + 2;
+  const std::size_t start = out.size();
+  out.resize(start + room);
+  char* at = out.data() + start;
+  const auto header = [&at](char kind, std::size_t n) {
+    *at++ = kind;
+    at = std::to_chars(at, at + 20, n).ptr;
+    *at++ = '\r';
+    *at++ = '\n';
+  };
+  header('*', args.size());
+  for (const auto& arg : args) {
+    header('$', arg.size());
+    std::memcpy(at, arg.data(), arg.size());
+    at += arg.size();
+    *at++ = '\r';
+    *at++ = '\n';
+  }
+  out.resize(static_cast<std::size_t>(at - out.data()));
+}
+
+}  // namespace
+
 std::string format_command(std::span<const std::string> args) {
   // By hand rather than hiredis' redisFormatCommandArgv, which prints every
   // length with sprintf: a status listing sends ~10 commands a lock, and
   // formatting them was a third of its instructions.
-  std::size_t size = 16;
-  for (const std::string& arg : args) size += arg.size() + 24;
   std::string out;
-  out.reserve(size);
-  char digits[24];
-  const auto append_header = [&](char kind, std::size_t n) {
-    out += kind;
-    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
-    out += "\r\n";
-  };
-  append_header('*', args.size());
-  for (const std::string& arg : args) {
-    append_header('$', arg.size());
-    out += arg;
-    out += "\r\n";
-  }
+  append_resp(out, args);
   return out;
+}
+
+void append_command(std::string& out, std::initializer_list<std::string_view> args) {
+  append_resp(out, args);
 }
 
 }  // namespace rlock::redis

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -73,5 +74,8 @@ class RespReader {
 /// One command as RESP (an array of bulk strings); arguments may hold any
 /// bytes, NUL and CR LF included.
 std::string format_command(std::span<const std::string> args);
+/// format_command, appended to `out` (a request of many commands built in
+/// one buffer, without a string per argument).
+void append_command(std::string& out, std::initializer_list<std::string_view> args);
 
 }  // namespace rlock::redis
