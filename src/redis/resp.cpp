@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -202,8 +201,8 @@ void append_resp(std::string& out, const Args& args) {
   header('*', args.size());
   for (const auto& arg : args) {
     header('$', arg.size());
-    std::memcpy(at, arg.data(), arg.size());
-    at += arg.size();
+    // Bytes, not a C string (and an empty view may have no data() at all).
+    at = std::copy_n(arg.data(), arg.size(), at);
     *at++ = '\r';
     *at++ = '\n';
   }
