@@ -103,8 +103,13 @@ bg_rlock() {
 
 # running PID: true while PID exists and is not a zombie (a child of this
 # shell that died stays a zombie, which `kill -0` still finds, until reaped).
+# One look, by ps alone: with `kill -0` first, bash could reap the zombie
+# between the two (while it waits for the command substitution), and the
+# empty answer of ps then read as "running".
 running() {
-  kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]
+  local stat
+  stat="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+  [[ -n "$stat" && "$stat" != Z* ]]
 }
 
 # bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for
