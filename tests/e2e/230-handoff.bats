@@ -49,6 +49,17 @@ queue() {
 
 cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
 
+# release_in_order NAME TAG...: for each waiter in turn, waits until it
+# holds (its acquire exits 0) and releases with the token it printed.
+release_in_order() {
+  local name="$1" tag
+  shift
+  for tag in "$@"; do
+    bg_wait "$tag" 0
+    rl 0 release "$name" --token "$output"
+  done
+}
+
 # blocked: how many clients the server has blocked (in BLPOP).
 blocked() { rcli info clients | tr -d '\r' | sed -n 's/^blocked_clients://p'; }
 
@@ -97,10 +108,7 @@ handoff_once() {
   if ((ttl < 30000)); then
     echo "# B holds for ${ttl} ms only: its BLPOP had timed out before the release" >&2
     cont_bg B
-    bg_wait B 0
-    rl 0 release "$name" --token "$output"
-    bg_wait C 0
-    rl 0 release "$name" --token "$output"
+    release_in_order "$name" B C
     return 1
   fi
   run waiter_owners "$name"
@@ -170,12 +178,7 @@ handoff_once() {
   assert_output B3
   cont_bg B1
   cont_bg B2
-  bg_wait B1 0
-  rl 0 release sem --token "$output"
-  bg_wait B2 0
-  rl 0 release sem --token "$output"
-  bg_wait B3 0
-  rl 0 release sem --token "$output"
+  release_in_order sem B1 B2 B3
 }
 
 @test "handoff: shared waiters ahead of the first exclusive one are granted together" {
@@ -196,14 +199,7 @@ handoff_once() {
   assert_output "$(printf 'E\nS3')"
   cont_bg S1
   cont_bg S2
-  bg_wait S1 0
-  rl 0 release rw --token "$output"
-  bg_wait S2 0
-  rl 0 release rw --token "$output"
-  bg_wait E 0
-  rl 0 release rw --token "$output"
-  bg_wait S3 0
-  rl 0 release rw --token "$output"
+  release_in_order rw S1 S2 E S3
 }
 
 @test "handoff: a forced release hands the lock to the head waiter" {

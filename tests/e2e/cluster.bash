@@ -390,18 +390,14 @@ PY
 # waits (default 10 s) until every node names the replica as the shard's
 # master; prints its port.
 failover_shard() {
-  local master="$1" replica slot reply i
+  local master="$1" replica slot reply
   replica="$(replica_of "$master")"
   [[ -n "$replica" ]] || fail "failover_shard: master $master has no replica"
   slot="$(cluster_cli "$master" --json CLUSTER SLOTS | "$PYTHON" -c '
 import json, sys
 print(next(s[0] for s in json.load(sys.stdin) if str(s[2][1]) == sys.argv[1]))' "$master")"
-  for ((i = 0; i < 25; i++)); do
-    reply="$(cluster_cli "$replica" CLUSTER FAILOVER 2>&1)"
-    [[ "$reply" == OK ]] && break
-    sleep 0.2
-  done
-  [[ "$reply" == OK ]] || fail "failover_shard: CLUSTER FAILOVER answered: $reply"
+  until_ok 25 cluster_cli "$replica" CLUSTER FAILOVER ||
+    fail "failover_shard: CLUSTER FAILOVER answered: $reply"
   _cluster_wait_master_of "$slot" "$master" "${2:-10}"
 }
 

@@ -101,6 +101,19 @@ bg_rlock() {
   echo "$!" >"$dir/$tag.pid"
 }
 
+# until_ok TRIES COMMAND...: runs COMMAND every 0.2 s, at most TRIES times,
+# until it answers OK; its last answer (stdout and stderr) is left in $reply.
+until_ok() {
+  local tries="$1" i
+  shift
+  for ((i = 0; i < tries; i++)); do
+    reply="$("$@" 2>&1)"
+    [[ "$reply" == OK ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 # running PID: true while PID exists and is not a zombie (a child of this
 # shell that died stays a zombie, which `kill -0` still finds, until reaped).
 # One look, by ps alone: with `kill -0` first, bash could reap the zombie

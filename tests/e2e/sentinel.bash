@@ -378,18 +378,14 @@ wait_for_new_master() {
 # Sentinels abort (the promotion took longer than the failover timeout on a
 # busy machine) is asked for once more.
 failover_by_sentinel() {
-  local old reply i attempt
+  local old reply attempt
   old="$(master_port)" || fail "failover_by_sentinel: no master"
   for attempt in 1 2; do
     # NOGOODSLAVE / INPROG right after an earlier event (a Sentinel learns
     # of the replicas' new state from their INFO, polled every few seconds
     # on a busy machine): retry (bounded, ~15 s).
-    for ((i = 0; i < 75; i++)); do
-      reply="$(sentinel_cli 1 SENTINEL FAILOVER "$TOPO_NAME" 2>&1)"
-      [[ "$reply" == OK ]] && break
-      sleep 0.2
-    done
-    [[ "$reply" == OK ]] || fail "failover_by_sentinel: SENTINEL FAILOVER answered: $reply"
+    until_ok 75 sentinel_cli 1 SENTINEL FAILOVER "$TOPO_NAME" ||
+      fail "failover_by_sentinel: SENTINEL FAILOVER answered: $reply"
     _new_master "$old" "${1:-10}" && return 0
     echo "# failover_by_sentinel: attempt $attempt gave no new master within ${1:-10}s" >&2
   done
