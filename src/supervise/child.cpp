@@ -321,6 +321,63 @@ std::expected<std::string, int> resolve_command(const std::string& name, std::st
 }
 
 Result<Child> Child::spawn(const Launch& launch) {
+  auto guardian = Guardian::start(launch.kill_after, launch.must_be_dead_by);
+  if (!guardian) return std::unexpected(guardian.error());
+  return spawn(launch, std::move(*guardian));
+}
+
+Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must_be_dead_by) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
+  Fd read_end(fds[0]), write_end(fds[1]);
+  const std::int64_t kill_after_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kill_after).count();
+  const Message first_deadline = must_be_dead_by ? deadline_message(*must_be_dead_by) : 0;
+  pid_t pid = fork();
+  if (pid < 0) return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) guard(read_end.get(), kill_after_ns, first_deadline);
+  Guardian guardian;
+  guardian.m_pid = pid;
+  guardian.m_pipe = std::move(write_end);
+  return guardian;
+}
+
+Guardian::Guardian(Guardian&& other) noexcept
+    : m_pid(std::exchange(other.m_pid, -1)), m_pipe(std::move(other.m_pipe)) {}
+
+Guardian& Guardian::operator=(Guardian&& other) noexcept {
+  if (this != &other) {
+    dismiss();
+    m_pid = std::exchange(other.m_pid, -1);
+    m_pipe = std::move(other.m_pipe);
+  }
+  return *this;
+}
+
+Guardian::~Guardian() {
+  dismiss();
+}
+
+void Guardian::dismiss() {
+  if (m_pid <= 0) return;
+  // SIGKILL: it holds nothing to clean up, and it must be gone before the
+  // pipe closes (which it would read as rlock's death); SIGKILL also ends
+  // a guardian someone stopped, so waitpid cannot hang.
+  kill(m_pid, SIGKILL);
+  m_pipe.reset();
+  int status = 0;
+  while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  m_pid = -1;
+}
+
+void Guardian::forget() {
+  m_pid = -1;
+  m_pipe.reset();
+}
+
+Result<Child> Child::spawn(const Launch& launch, Guardian guardian) {
   if (launch.argv.empty()) return fail(Error::Code::usage, "no command to run");
   auto path = resolve_command(launch.argv[0], path_of(launch.env));
   if (!path) {
@@ -341,28 +398,12 @@ Result<Child> Child::spawn(const Launch& launch) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t parent = getpid();
 
-  // The guardian first, so that it exists before the command does.
-  int guard_fds[2];
-  if (pipe2(guard_fds, O_CLOEXEC | O_NONBLOCK) != 0)
-    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
-  Fd guard_read(guard_fds[0]), guard_write(guard_fds[1]);
-  const std::int64_t kill_after_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(launch.kill_after).count();
-  const Message first_deadline =
-      launch.must_be_dead_by ? deadline_message(*launch.must_be_dead_by) : 0;
-  pid_t guardian = fork();
-  if (guardian < 0)
-    return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
-  if (guardian == 0) guard(guard_read.get(), kill_after_ns, first_deadline);
-  guard_read.reset();
-
-  // A failure after the guardian started: the unstarted Child owns the
+  // A failure before the command started: the unstarted Child owns the
   // guardian, so its destructor dismisses it.
   auto abandon = [&](const char* what) -> Result<Child> {
     int err = errno;
     Child unstarted(-1, false);
-    unstarted.m_guardian_pid = guardian;
-    unstarted.m_guardian_pipe = std::move(guard_write);
+    unstarted.m_guardian = std::move(guardian);
     unstarted.m_wait_status = 0;
     return fail(Error::Code::internal, std::string(what) + ": " + std::strerror(err));
   };
@@ -371,9 +412,9 @@ Result<Child> Child::spawn(const Launch& launch) {
     return abandon("pipe");
   }
   Fd report_read(fds[0]), report_write(fds[1]);
-  const Exec exec{path->c_str(),      argv.data(),       sh_argv.data(),
-                  envp.data(),        &launch.mask,      parent,
-                  report_write.get(), guard_write.get(), launch.take_terminal};
+  const Exec exec{path->c_str(),      argv.data(),           sh_argv.data(),
+                  envp.data(),        &launch.mask,          parent,
+                  report_write.get(), guardian.m_pipe.get(), launch.take_terminal};
   pid_t pid = start_child(exec);
   if (pid < 0) {
     return abandon("clone");
@@ -383,8 +424,7 @@ Result<Child> Child::spawn(const Launch& launch) {
   setpgid(pid, pid);
   report_write.reset();
   Child child(pid, launch.take_terminal);
-  child.m_guardian_pid = guardian;
-  child.m_guardian_pipe = std::move(guard_write);
+  child.m_guardian = std::move(guardian);
   int err = 0;
   ssize_t n;
   do {
@@ -407,8 +447,7 @@ Child::Child(Child&& other) noexcept
       m_took_terminal(std::exchange(other.m_took_terminal, false)),
       m_exec_errno(other.m_exec_errno),
       m_wait_status(other.m_wait_status),
-      m_guardian_pid(std::exchange(other.m_guardian_pid, -1)),
-      m_guardian_pipe(std::move(other.m_guardian_pipe)) {}
+      m_guardian(std::move(other.m_guardian)) {}
 
 Child::~Child() {
   if (m_pid > 0 && !m_wait_status) {
@@ -433,11 +472,10 @@ std::optional<int> Child::poll_exit() {
     if (r == m_pid) {
       m_wait_status = status;
       restore_terminal();
-    } else if (r == m_guardian_pid) {
+    } else if (r == m_guardian.pid()) {
       // Killed by someone: nothing to dismiss any more, and its pid must
       // not be waited for again (it may be reused).
-      m_guardian_pid = -1;
-      m_guardian_pipe.reset();
+      m_guardian.forget();
     }
   }
   return m_wait_status;
@@ -458,20 +496,11 @@ void Child::restore_terminal() {
 }
 
 void Child::guard_until(Deadline must_be_dead_by) {
-  if (m_guardian_pipe) write_message(m_guardian_pipe.get(), deadline_message(must_be_dead_by));
+  if (m_guardian.m_pipe) write_message(m_guardian.m_pipe.get(), deadline_message(must_be_dead_by));
 }
 
 void Child::dismiss_guardian() {
-  if (m_guardian_pid <= 0) return;
-  // SIGKILL: it holds nothing to clean up, and it must be gone before the
-  // pipe closes (which it would read as rlock's death); SIGKILL also ends
-  // a guardian someone stopped, so waitpid cannot hang.
-  kill(m_guardian_pid, SIGKILL);
-  m_guardian_pipe.reset();
-  int status = 0;
-  while (waitpid(m_guardian_pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  m_guardian_pid = -1;
+  m_guardian.dismiss();
 }
 
 }  // namespace rlock::supervise
