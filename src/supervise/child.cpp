@@ -234,7 +234,7 @@ struct Exec {
 
 /// The child's stack (start_child): ample for exec_child and the calls it
 /// makes, with a page below it that faults instead of overwriting memory.
-constexpr std::size_t k_child_stack = 64 * 1024;
+constexpr std::size_t k_child_stack = std::size_t{64} * 1024;
 constexpr std::size_t k_stack_guard = 4096;
 
 /// Starts a process that runs exec_child(exec) and returns its pid (-1 and
