@@ -273,6 +273,15 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                       const Hold& hold, const Timing& timing, std::vector<std::string> argv,
                       const sigset_t& ignored, const sigset_t& original_mask) {
   auto release_now = [&] { (void)client.release(name, hold.grant.token); };
+  // The guardian first, while rlock is one thread with little memory: a
+  // fork after the heartbeat thread has started costs twice the page
+  // faults (its stack and buffers are copied on write).
+  auto guardian = supervise::Guardian::start(timing.kill_after,
+                                             supervise::must_be_dead_by(hold.confirmed, timing));
+  if (!guardian) {
+    release_now();
+    return report(guardian.error());
+  }
   auto signals = supervise::SignalFd::open(ignored);
   if (!signals) {
     release_now();
@@ -290,9 +299,7 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                                             {name, hold.grant.token, hold.grant.fence});
   launch.mask = original_mask;
   launch.take_terminal = supervise::owns_terminal();
-  launch.kill_after = timing.kill_after;
-  launch.must_be_dead_by = supervise::must_be_dead_by(hold.confirmed, timing);
-  auto child = supervise::Child::spawn(launch);
+  auto child = supervise::Child::spawn(launch, std::move(*guardian));
   if (!child || child->exec_errno()) {
     (*heartbeat)->stop();
     release_now();

@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,6 +16,16 @@
 #include <cstring>
 #include <ctime>
 #include <utility>
+
+// Sanitizer builds start the command with a plain fork (see start_child).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RLOCK_SPAWN_BY_FORK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define RLOCK_SPAWN_BY_FORK 1
+#endif
+#endif
 
 namespace rlock::supervise {
 
@@ -184,8 +197,20 @@ struct Exec {
   bool take_terminal;
 };
 
-/// Runs in the forked child: only async-signal-safe calls until exec.
+/// Runs in the new child: only async-signal-safe calls until exec. It
+/// shares rlock's memory (see start_child), so it writes nothing but its
+/// own stack: no allocation, no global state.
 [[noreturn]] void exec_child(const Exec& e) {
+  // No handler of rlock's may run in this process once the command's mask
+  // lets signals in (it would run on rlock's memory): every caught signal
+  // goes back to its default, as posix_spawn does. The child's
+  // dispositions are its own (no CLONE_SIGHAND), and exec would reset
+  // them anyway.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction action {};
+    if (sigaction(sig, nullptr, &action) != 0) continue;  // glibc's own signals
+    if (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN) signal(sig, SIG_DFL);
+  }
   setpgid(0, 0);
   // Tell the guardian which group to watch, before anything can go wrong.
   Message group = -static_cast<Message>(getpid());
@@ -205,6 +230,46 @@ struct Exec {
   int err = errno;
   [[maybe_unused]] auto n = write(e.report_fd, &err, sizeof err);
   _exit(exec_failure_status(err));
+}
+
+/// The child's stack (start_child): ample for exec_child and the calls it
+/// makes, with a page below it that faults instead of overwriting memory.
+constexpr std::size_t k_child_stack = std::size_t{64} * 1024;
+constexpr std::size_t k_stack_guard = 4096;
+
+/// Starts a process that runs exec_child(exec) and returns its pid (-1 and
+/// errno when it could not be started). Like posix_spawn, the process
+/// shares rlock's memory until it execs or exits, and this thread waits
+/// until then (CLONE_VFORK): no copy of the page tables, and none of the
+/// copy-on-write faults that follow a fork, which on a virtual machine were
+/// a large part of what `rlock run` costs. It starts with every signal
+/// blocked, so nothing of rlock's runs on its stack before exec_child has
+/// reset the handlers; the other threads keep running and never touch what
+/// exec_child reads. The sanitizers cannot follow a second process in the
+/// same memory, so their builds fork.
+pid_t start_child(const Exec& exec) {
+#ifdef RLOCK_SPAWN_BY_FORK
+  pid_t pid = fork();
+  if (pid == 0) exec_child(exec);
+  return pid;
+#else
+  void* region = mmap(nullptr, k_stack_guard + k_child_stack, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (region == MAP_FAILED) return -1;
+  mprotect(region, k_stack_guard, PROT_NONE);
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
+  auto entry = [](void* e) -> int { exec_child(*static_cast<const Exec*>(e)); };
+  pid_t pid = clone(entry, static_cast<char*>(region) + k_stack_guard + k_child_stack,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<Exec*>(&exec));
+  int err = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  // The child has exec'd or exited: its stack is free again.
+  munmap(region, k_stack_guard + k_child_stack);
+  errno = err;
+  return pid;
+#endif
 }
 
 std::string_view path_of(const std::vector<std::string>& env) {
@@ -256,6 +321,63 @@ std::expected<std::string, int> resolve_command(const std::string& name, std::st
 }
 
 Result<Child> Child::spawn(const Launch& launch) {
+  auto guardian = Guardian::start(launch.kill_after, launch.must_be_dead_by);
+  if (!guardian) return std::unexpected(guardian.error());
+  return spawn(launch, std::move(*guardian));
+}
+
+Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must_be_dead_by) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
+  Fd read_end(fds[0]), write_end(fds[1]);
+  const std::int64_t kill_after_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kill_after).count();
+  const Message first_deadline = must_be_dead_by ? deadline_message(*must_be_dead_by) : 0;
+  pid_t pid = fork();
+  if (pid < 0) return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) guard(read_end.get(), kill_after_ns, first_deadline);
+  Guardian guardian;
+  guardian.m_pid = pid;
+  guardian.m_pipe = std::move(write_end);
+  return guardian;
+}
+
+Guardian::Guardian(Guardian&& other) noexcept
+    : m_pid(std::exchange(other.m_pid, -1)), m_pipe(std::move(other.m_pipe)) {}
+
+Guardian& Guardian::operator=(Guardian&& other) noexcept {
+  if (this != &other) {
+    dismiss();
+    m_pid = std::exchange(other.m_pid, -1);
+    m_pipe = std::move(other.m_pipe);
+  }
+  return *this;
+}
+
+Guardian::~Guardian() {
+  dismiss();
+}
+
+void Guardian::dismiss() {
+  if (m_pid <= 0) return;
+  // SIGKILL: it holds nothing to clean up, and it must be gone before the
+  // pipe closes (which it would read as rlock's death); SIGKILL also ends
+  // a guardian someone stopped, so waitpid cannot hang.
+  kill(m_pid, SIGKILL);
+  m_pipe.reset();
+  int status = 0;
+  while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  m_pid = -1;
+}
+
+void Guardian::forget() {
+  m_pid = -1;
+  m_pipe.reset();
+}
+
+Result<Child> Child::spawn(const Launch& launch, Guardian guardian) {
   if (launch.argv.empty()) return fail(Error::Code::usage, "no command to run");
   auto path = resolve_command(launch.argv[0], path_of(launch.env));
   if (!path) {
@@ -264,8 +386,9 @@ Result<Child> Child::spawn(const Launch& launch) {
     child.m_wait_status = exec_failure_status(path.error()) << 8;
     return child;
   }
-  // Everything the child needs is built before fork: after it, in a
-  // threaded process, only async-signal-safe calls are allowed.
+  // Everything the child needs is built before it starts: it shares our
+  // memory, and in a threaded process only async-signal-safe calls are
+  // allowed in it until exec.
   auto argv = c_strings(launch.argv);
   std::vector<std::string> sh_args = launch.argv;
   sh_args.insert(sh_args.begin(), k_shell);
@@ -275,28 +398,12 @@ Result<Child> Child::spawn(const Launch& launch) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t parent = getpid();
 
-  // The guardian first, so that it exists before the command does.
-  int guard_fds[2];
-  if (pipe2(guard_fds, O_CLOEXEC | O_NONBLOCK) != 0)
-    return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
-  Fd guard_read(guard_fds[0]), guard_write(guard_fds[1]);
-  const std::int64_t kill_after_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(launch.kill_after).count();
-  const Message first_deadline =
-      launch.must_be_dead_by ? deadline_message(*launch.must_be_dead_by) : 0;
-  pid_t guardian = fork();
-  if (guardian < 0)
-    return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
-  if (guardian == 0) guard(guard_read.get(), kill_after_ns, first_deadline);
-  guard_read.reset();
-
-  // A failure after the guardian started: the unstarted Child owns the
+  // A failure before the command started: the unstarted Child owns the
   // guardian, so its destructor dismisses it.
   auto abandon = [&](const char* what) -> Result<Child> {
     int err = errno;
     Child unstarted(-1, false);
-    unstarted.m_guardian_pid = guardian;
-    unstarted.m_guardian_pipe = std::move(guard_write);
+    unstarted.m_guardian = std::move(guardian);
     unstarted.m_wait_status = 0;
     return fail(Error::Code::internal, std::string(what) + ": " + std::strerror(err));
   };
@@ -305,21 +412,19 @@ Result<Child> Child::spawn(const Launch& launch) {
     return abandon("pipe");
   }
   Fd report_read(fds[0]), report_write(fds[1]);
-  const Exec exec{path->c_str(),      argv.data(),       sh_argv.data(),
-                  envp.data(),        &launch.mask,      parent,
-                  report_write.get(), guard_write.get(), launch.take_terminal};
-  pid_t pid = fork();
+  const Exec exec{path->c_str(),      argv.data(),           sh_argv.data(),
+                  envp.data(),        &launch.mask,          parent,
+                  report_write.get(), guardian.m_pipe.get(), launch.take_terminal};
+  pid_t pid = start_child(exec);
   if (pid < 0) {
-    return abandon("fork");
+    return abandon("clone");
   }
-  if (pid == 0) exec_child(exec);
   // Also set in the parent, so that signal_group() works even before the
   // child has run (a shell does the same); EACCES after its exec is fine.
   setpgid(pid, pid);
   report_write.reset();
   Child child(pid, launch.take_terminal);
-  child.m_guardian_pid = guardian;
-  child.m_guardian_pipe = std::move(guard_write);
+  child.m_guardian = std::move(guardian);
   int err = 0;
   ssize_t n;
   do {
@@ -342,8 +447,7 @@ Child::Child(Child&& other) noexcept
       m_took_terminal(std::exchange(other.m_took_terminal, false)),
       m_exec_errno(other.m_exec_errno),
       m_wait_status(other.m_wait_status),
-      m_guardian_pid(std::exchange(other.m_guardian_pid, -1)),
-      m_guardian_pipe(std::move(other.m_guardian_pipe)) {}
+      m_guardian(std::move(other.m_guardian)) {}
 
 Child::~Child() {
   if (m_pid > 0 && !m_wait_status) {
@@ -368,11 +472,10 @@ std::optional<int> Child::poll_exit() {
     if (r == m_pid) {
       m_wait_status = status;
       restore_terminal();
-    } else if (r == m_guardian_pid) {
+    } else if (r == m_guardian.pid()) {
       // Killed by someone: nothing to dismiss any more, and its pid must
       // not be waited for again (it may be reused).
-      m_guardian_pid = -1;
-      m_guardian_pipe.reset();
+      m_guardian.forget();
     }
   }
   return m_wait_status;
@@ -393,20 +496,11 @@ void Child::restore_terminal() {
 }
 
 void Child::guard_until(Deadline must_be_dead_by) {
-  if (m_guardian_pipe) write_message(m_guardian_pipe.get(), deadline_message(must_be_dead_by));
+  if (m_guardian.m_pipe) write_message(m_guardian.m_pipe.get(), deadline_message(must_be_dead_by));
 }
 
 void Child::dismiss_guardian() {
-  if (m_guardian_pid <= 0) return;
-  // SIGKILL: it holds nothing to clean up, and it must be gone before the
-  // pipe closes (which it would read as rlock's death); SIGKILL also ends
-  // a guardian someone stopped, so waitpid cannot hang.
-  kill(m_guardian_pid, SIGKILL);
-  m_guardian_pipe.reset();
-  int status = 0;
-  while (waitpid(m_guardian_pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  m_guardian_pid = -1;
+  m_guardian.dismiss();
 }
 
 }  // namespace rlock::supervise

@@ -101,6 +101,29 @@ wait_held() {
   rl 1 status noexec
 }
 
+@test "run: a script without a #! line is run by /bin/sh, as execvp does" {
+  local file="$BATS_TEST_TMPDIR/no-shebang"
+  printf 'echo "from sh: $1"\n' >"$file"
+  chmod 755 "$file"
+  rl 0 run noshebang -- "$file" arg
+  assert_output "from sh: arg"
+  rl 1 status noshebang
+}
+
+@test "run: the command starts with the caller's signal mask and ignored set (SIGPIPE not ignored)" {
+  # rlock blocks the signals it forwards and ignores SIGPIPE for itself:
+  # none of that may reach the command, which gets what rlock was given.
+  # /proc shows the mask and the ignored set of the process that execs
+  # (grep itself); the same grep without rlock gives the expected lines.
+  local expected
+  expected="$(timeout -k 5 "$RL_TIMEOUT" grep -E '^Sig(Blk|Ign):' /proc/self/status)"
+  rl 0 run sigstate -- grep -E '^Sig(Blk|Ign):' /proc/self/status
+  assert_output "$expected"
+  # A pipeline in the command ends when its reader does.
+  rl 0 run sigpipe -- sh -c 'yes | head -n 1'
+  assert_output "y"
+}
+
 @test "run: stdin and stdout pass through to the command" {
   rl 0 run io -- cat <<<"hello through rlock"
   assert_output "hello through rlock"
