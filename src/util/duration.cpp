@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -76,7 +75,11 @@ Result<Millis> parse_duration(std::string_view text) {
     total += value * scale;
   }
   if (total > k_max_ms) return bad(text, "longer than a week");
-  return Millis(static_cast<Millis::rep>(std::llround(total)));
+  // Rounded to the nearest ms, halves up (llround for a value >= 0, without
+  // libm: rlock does not load it).
+  auto whole = static_cast<Millis::rep>(total);
+  if (total - static_cast<double>(whole) >= 0.5) ++whole;
+  return Millis(whole);
 }
 
 std::string format_duration(Millis d) {

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
-#include <cmath>
+#include <cstdlib>
+#include <string>
 
 namespace rlock {
 
@@ -57,13 +59,18 @@ Result<double> parse_decimal(std::string_view text, double max) {
     }
   }
   if (!digit) return wrong("is not a number");
-  double value = 0;
-  auto [end, ec] =
-      std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::fixed);
+  // strtod, correctly rounded like from_chars, which for double would link
+  // libstdc++'s long double parser and with it libm (see CMakeLists.txt).
+  // The text is digits and at most one '.', read in the C locale (rlock
+  // never calls setlocale), so strtod sees nothing else it would accept.
+  const std::string copy(text);
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(copy.c_str(), &end);
   // A value beyond the range of double is out of range for any caller too.
-  if (ec == std::errc::result_out_of_range || (ec == std::errc{} && !(value <= max)))
-    return wrong(fmt::format("is larger than {}", max));
-  if (ec != std::errc{} || end != text.data() + text.size()) return wrong("is not a number");
+  if (errno == ERANGE && value > 1) return wrong(fmt::format("is larger than {}", max));
+  if (end != copy.c_str() + copy.size()) return wrong("is not a number");
+  if (!(value <= max)) return wrong(fmt::format("is larger than {}", max));
   return value;
 }
 

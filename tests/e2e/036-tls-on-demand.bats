@@ -38,7 +38,7 @@ setup_file() {
   refute_output --partial 'libcrypto'
 }
 
-@test "start-up: the binary needs no shared C++ runtime or libfmt (linked in: nothing for the loader to resolve)" {
+@test "start-up: the binary needs no shared C++ runtime, libfmt or libm (nothing for the loader to map and resolve)" {
   # A sanitizer build keeps the shared runtime (CMakeLists.txt,
   # RLOCK_STATIC_RUNTIME); the binary the suites normally run does not.
   if readelf -d "$RLOCK" | grep -q 'libasan\|libtsan'; then skip "sanitizer build"; fi
@@ -47,4 +47,6 @@ setup_file() {
   refute_output --partial 'libstdc++'
   refute_output --partial 'libfmt'
   refute_output --partial 'libgcc_s'
+  # Nor libm: what libstdc++ would call in it is left out at link time.
+  refute_output --partial 'libm.so'
 }

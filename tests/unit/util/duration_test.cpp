@@ -82,5 +82,14 @@ TEST(Duration, HundredsOfDigitsAreAUsageErrorNotACrash) {
   }
 }
 
+TEST(Duration, RoundsToTheNearestMillisecondHalvesUp) {
+  EXPECT_EQ(parse_duration("1.0004s").value_or(Millis(-1)), Millis(1000));
+  EXPECT_EQ(parse_duration("1.0005s").value_or(Millis(-1)), Millis(1001));
+  EXPECT_EQ(parse_duration("0.4999ms").value_or(Millis(-1)), Millis(0));
+  EXPECT_EQ(parse_duration("0.5ms").value_or(Millis(-1)), Millis(1));
+  EXPECT_EQ(parse_duration("2.5ms").value_or(Millis(-1)), Millis(3));
+  EXPECT_EQ(parse_duration("1h0.5ms").value_or(Millis(-1)), Millis(3'600'001));
+}
+
 }  // namespace
 }  // namespace rlock

@@ -51,5 +51,17 @@ TEST(Number, ReadsDecimals) {
   EXPECT_FALSE(parse_decimal("10.5", 10).has_value());
 }
 
+TEST(Number, DecimalsAreCorrectlyRoundedAndTinyOnesAreNearZero) {
+  // The nearest double, as from_chars gives (strtod reads them now).
+  EXPECT_EQ(parse_decimal("0.1", 10).value_or(-1), 0.1);
+  EXPECT_EQ(parse_decimal("2.675", 10).value_or(-1), 2.675);
+  EXPECT_EQ(parse_decimal("9007199254740993", 1e300).value_or(-1), 9007199254740992.0);
+  // Below the smallest double: a number next to nothing, not "too large".
+  std::string tiny = "0." + std::string(400, '0') + "1";
+  auto d = parse_decimal(tiny, 10);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  EXPECT_LT(*d, 1e-300);
+}
+
 }  // namespace
 }  // namespace rlock
