@@ -315,8 +315,9 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                                    hold.confirmed);
   auto outcome = supervisor.run();
   // The command is over: what is left of its group from here on (a job it
-  // left in the background) is not the guardian's to kill.
-  child->dismiss_guardian();
+  // left in the background) is not the guardian's to kill. It exits while
+  // the lock is released, and is reaped when `child` goes.
+  child->let_guardian_go();
   // Joined before any release: no renewal of ours can follow it.
   (*heartbeat)->stop();
   if (outcome.loss) {

@@ -58,9 +58,13 @@ constexpr std::int64_t k_guard_poll_ns = 20'000'000;
 //          before it execs, so it arrives even when rlock dies right after
 //          fork)
 //   T > 0  the command must be dead by CLOCK_MONOTONIC T nanoseconds
+//   0      dismissed: the command is over; exit without touching the group
+//          (it comes before the end-of-file of rlock's close, so the
+//          guardian never reads that as rlock's death)
 // Both ends are non-blocking: rlock never waits on a guardian that is
 // stopped (a lost deadline only makes it act sooner, never later).
 using Message = std::int64_t;
+constexpr Message k_dismissed = 0;
 
 std::int64_t monotonic_ns() {
   timespec ts{};
@@ -165,6 +169,7 @@ int close_all_but(int keep) {
     for (; held - used >= sizeof(Message); used += sizeof(Message)) {
       Message m;
       std::memcpy(&m, buffer + used, sizeof m);
+      if (m == k_dismissed) _exit(0);
       if (m < 0) {
         pgid = static_cast<pid_t>(-m);
       } else {
@@ -278,12 +283,14 @@ std::string_view path_of(const std::vector<std::string>& env) {
   return k_default_path;
 }
 
-/// Best effort: a full pipe (a stopped guardian) loses the message.
-void write_message(int fd, Message m) {
+/// Best effort: a full pipe (a stopped guardian) loses the message. True
+/// when it was written (8 bytes to a pipe go in whole or not at all).
+bool write_message(int fd, Message m) {
   ssize_t n;
   do {
     n = write(fd, &m, sizeof m);
   } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(sizeof m);
 }
 
 }  // namespace
@@ -359,16 +366,35 @@ Guardian::~Guardian() {
   dismiss();
 }
 
+void Guardian::let_go() {
+  if (m_pid <= 0 || !m_pipe) return;
+  // Told through the pipe, it exits while rlock goes on (releasing the
+  // lock); if the message cannot be written (a pipe a stopped guardian let
+  // fill up), dismiss() kills it.
+  if (write_message(m_pipe.get(), k_dismissed)) m_pipe.reset();
+}
+
 void Guardian::dismiss() {
   if (m_pid <= 0) return;
-  // SIGKILL: it holds nothing to clean up, and it must be gone before the
-  // pipe closes (which it would read as rlock's death); SIGKILL also ends
-  // a guardian someone stopped, so waitpid cannot hang.
-  kill(m_pid, SIGKILL);
-  m_pipe.reset();
+  let_go();
   int status = 0;
-  while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t r = 0;
+  if (!m_pipe) {
+    // Told: it exits by itself, and most often already has.
+    do {
+      r = waitpid(m_pid, &status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
   }
+  if (r == 0) {
+    // Not told (its pipe is full), or told but not gone yet (stopped, or on
+    // its way out): SIGKILL, which also ends a stopped one, so waitpid
+    // cannot hang. One never told is dead before its pipe closes, which it
+    // would read as rlock's death.
+    kill(m_pid, SIGKILL);
+    while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  m_pipe.reset();
   m_pid = -1;
 }
 

@@ -87,7 +87,11 @@ class Guardian {
   ~Guardian();
 
   pid_t pid() const { return m_pid; }
-  /// Kills and reaps it. Idempotent.
+  /// Tells it that the command is over: it exits by itself, touching
+  /// nothing, while rlock goes on. Not reaped yet (dismiss does that).
+  void let_go();
+  /// Makes sure it is gone, and reaps it: told (let_go) if it was not, and
+  /// killed if it has not exited by now. Idempotent.
   void dismiss();
 
  private:
@@ -136,6 +140,10 @@ class Child {
   /// (after a confirmed renewal): it SIGKILLs the group then if rlock has
   /// not moved the point on by then.
   void guard_until(Deadline must_be_dead_by);
+  /// The command is over: the guardian is told to exit without touching
+  /// the group (it does so while rlock goes on). Reaped by
+  /// dismiss_guardian() or on destruction.
+  void let_guardian_go() { m_guardian.let_go(); }
   /// The command is over: the guardian exits without touching the group,
   /// and is reaped. Idempotent; also done on destruction.
   void dismiss_guardian();

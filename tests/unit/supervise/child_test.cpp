@@ -199,6 +199,35 @@ TEST(Guardian, AMovedDeadlineOrADismissalSparesTheCommand) {
   EXPECT_EQ(exit_status_of(wait_exit(*child)), 128 + SIGTERM);
 }
 
+/// The state letter of /proc/PID/stat ('Z' zombie), or 0 when it is gone.
+char state_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  auto paren = line.rfind(')');
+  return paren + 2 < line.size() ? line[paren + 2] : 0;
+}
+
+TEST(Guardian, LetGoItExitsByItselfAndLeavesTheCommandAlone) {
+  auto child = Child::spawn(launch_of({"sleep", "10"}));
+  ASSERT_TRUE(child.has_value());
+  pid_t guardian = child->guardian_pid();
+  ASSERT_GT(guardian, 0);
+  child->let_guardian_go();
+  // It exits on its own (a zombie until reaped), without being signalled.
+  for (int k = 0; k < 300 && state_of(guardian) != 'Z'; ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(state_of(guardian), 'Z');
+  int status = 0;
+  ASSERT_EQ(waitpid(guardian, &status, 0), guardian);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The pipe's end came after the message: the command was not touched.
+  std::this_thread::sleep_for(Millis(200));
+  EXPECT_FALSE(child->poll_exit().has_value());
+  child->signal_group(SIGTERM);
+  EXPECT_EQ(exit_status_of(wait_exit(*child)), 128 + SIGTERM);
+}
+
 TEST(Guardian, DismissingAStoppedGuardianDoesNotHang) {
   auto child = Child::spawn(launch_of({"sleep", "10"}));
   ASSERT_TRUE(child.has_value());
