@@ -1,5 +1,6 @@
 #include "supervise/heartbeat.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <system_error>
 
 #include "lock/lock.h"
 
@@ -25,8 +27,9 @@ void signal_eventfd(int fd) {
   [[maybe_unused]] auto n = write(fd, &one, sizeof one);
 }
 
-/// How long the heartbeat thread waits before it connects (see loop()).
-constexpr Millis k_prepare_after{100};
+/// How long into the command the heartbeat thread starts and connects, if
+/// no renewal is due sooner (see Heartbeat::start).
+constexpr Millis k_start_after{100};
 
 void drain_eventfd(int fd) {
   std::uint64_t count = 0;
@@ -43,8 +46,20 @@ Result<std::unique_ptr<Heartbeat>> Heartbeat::start(HeartbeatTarget target, cons
   if (!news) return std::unexpected(news.error());
   std::unique_ptr<Heartbeat> heartbeat(
       new Heartbeat(std::move(target), timing, confirmed, std::move(*stop), std::move(*news)));
-  heartbeat->m_thread = std::thread([h = heartbeat.get()] { h->loop(); });
+  heartbeat->m_starts_at = std::min(next_renewal(confirmed, timing), Clock::now() + k_start_after);
   return heartbeat;
+}
+
+void Heartbeat::start_if_due(Deadline now) {
+  if (m_started || now < m_starts_at) return;
+  m_started = true;
+  try {
+    m_thread = std::thread([this] { loop(); });
+  } catch (const std::system_error& e) {
+    Error error{Error::Code::internal,
+                fmt::format("cannot start the heartbeat thread: {}", e.code().message())};
+    publish([&error](Beat& b) { b.failure = error; });
+  }
 }
 
 Heartbeat::Heartbeat(HeartbeatTarget target, const Timing& timing, Deadline confirmed, Fd stop,
@@ -99,10 +114,7 @@ void Heartbeat::loop() {
   Deadline due = next_renewal(confirmed, m_timing);
   // The heartbeat's own connection (and a Cluster probe, see
   // Backend::prepare) is opened while the command runs, not before: nothing
-  // waits for it. Not at once either: a command that ends within
-  // k_prepare_after (`rlock run x -- true`, a quick cron job) never needs a
-  // second connection, and its start-up does not compete with one.
-  if (!sleep_until(std::min(due, Clock::now() + k_prepare_after))) return;  // stop()
+  // waits for it (the thread itself starts k_start_after into the command).
   client.backend().prepare(due);
   int failures = 0;
   while (sleep_until(due)) {

@@ -38,10 +38,23 @@ struct HeartbeatTarget {
 
 class Heartbeat {
  public:
-  /// Starts the thread. Signals must already be blocked in the caller, so
-  /// that the thread inherits the mask and never takes one.
+  /// Prepares the heartbeat; its thread starts at starts_at(), when the
+  /// owner calls start_if_due() (the supervisor's loop): 100 ms into the
+  /// command, or at the first renewal if sooner. A command that ends sooner
+  /// (`rlock run x -- true`, a quick cron job) never costs a thread or a
+  /// second connection, and its start does not wait for either.
   static Result<std::unique_ptr<Heartbeat>> start(HeartbeatTarget target, const Timing& timing,
                                                   Deadline confirmed);
+  /// When the thread is due to start; nullopt once it has (or could not).
+  std::optional<Deadline> starts_at() const {
+    return m_started ? std::nullopt : std::optional<Deadline>(m_starts_at);
+  }
+  /// Starts the thread if `now` is past starts_at(). Signals must be
+  /// blocked in the caller, so that the thread inherits the mask and never
+  /// takes one. A thread that cannot be started is reported as a failure
+  /// (Beat::failure): renewals then stop, and the lease runs out as if the
+  /// server could not be reached.
+  void start_if_due(Deadline now);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -66,6 +79,8 @@ class Heartbeat {
 
   HeartbeatTarget m_target;
   Timing m_timing;
+  Deadline m_starts_at;
+  bool m_started = false;
   Fd m_stop;  // eventfd: readable once stop() was called
   Fd m_news;  // eventfd: readable when m_beat changed
   std::mutex m_mutex;

@@ -35,6 +35,7 @@ Supervisor::Supervisor(Child& child, Heartbeat& heartbeat, SignalFd& signals, co
 Outcome Supervisor::run() {
   for (;;) {
     auto now = Clock::now();
+    m_heartbeat.start_if_due(now);
     auto beat = m_heartbeat.beat();
     // The guardian kills the group by itself when rlock dies or hangs past
     // the point it last heard of: move that point on with every renewal.
@@ -134,6 +135,7 @@ int Supervisor::poll_timeout(Deadline now) const {
   }
   if (m_kill_at && !m_killed_at) consider(*m_kill_at);
   if (m_wait_status && m_terminating) consider(now + k_group_poll);
+  if (auto start = m_heartbeat.starts_at()) consider(*start);
   if (!next) return -1;
   auto left = std::chrono::ceil<Millis>(*next - now);
   return static_cast<int>(std::max(left, Millis(0)).count());
