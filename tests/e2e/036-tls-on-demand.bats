@@ -50,3 +50,13 @@ setup_file() {
   # Nor libm: what libstdc++ would call in it is left out at link time.
   refute_output --partial 'libm.so'
 }
+
+@test "start-up: the heartbeat thread starts 100 ms into the command, not before it" {
+  # A sanitizer runtime adds threads of its own.
+  if readelf -d "$RLOCK" | grep -q 'libasan\|libtsan'; then skip "sanitizer build"; fi
+  # rlock's threads, seen from the command ($PPID is rlock): one at once,
+  # two once the heartbeat has started (its first renewal is 10 s away).
+  rl 0 run lazy -- sh -c 'ls /proc/$PPID/task | wc -l; sleep 0.5; ls /proc/$PPID/task | wc -l'
+  assert_equal "${lines[0]}" 1
+  assert_equal "${lines[1]}" 2
+}
