@@ -29,7 +29,7 @@ q_port() {
 }
 
 q_pid() {
-  cat "$BATS_FILE_TMPDIR/member.$1.pid"
+  echo "$(<"$BATS_FILE_TMPDIR/member.$1.pid")"
 }
 
 # qcli K ARGS...: redis-cli against member K.
@@ -55,7 +55,7 @@ _q_py() {
   local script="$1" k ports=()
   shift
   for ((k = 1; k <= Q_N; k++)); do ports+=("$(q_port "$k")"); done
-  "$PYTHON" -c "import redis, sys, time
+  PYTHONPATH="$E2E_PY" "$PYTHON" -c "import miniredis as redis, sys, time
 PORTS = [int(p) for p in '${ports[*]}'.split()]
 def member(p): return redis.Redis(host='127.0.0.1', port=p, socket_timeout=2)
 $script" "$@"
@@ -66,7 +66,7 @@ wait_gone() {
   local i
   for ((i = 0; i < 100; i++)); do
     running "$1" || return 0
-    sleep 0.05
+    nap 0.05
   done
   return 1
 }
