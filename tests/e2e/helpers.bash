@@ -502,17 +502,17 @@ rcli() {
 # (+OK), integer or bulk string is one element, an array its elements in
 # order, nested arrays flattened, a nil or empty bulk string "". Returns 2
 # for an error reply (alone in $redis_reply, and on stderr), 1 when the
-# connection fails or the reply does not arrive within 3 s (a frozen
-# server).
+# connection fails or the reply does not arrive within REDIS_CMD_TIMEOUT
+# seconds (default 3: a frozen server).
 redis_cmd() {
-  local LC_ALL=C port="$1" fd arg request rc=0
+  local LC_ALL=C port="$1" fd arg request rc=0 limit="${REDIS_CMD_TIMEOUT:-3}"
   shift
   request="*$#"$'\r\n'
   for arg in "$@"; do request+="\$${#arg}"$'\r\n'"$arg"$'\r\n'; done
   redis_reply=()
   exec {fd}<>"/dev/tcp/127.0.0.1/$port" || return 1
   printf '%s' "$request" >&"$fd"
-  _redis_read "$fd" || rc=$?
+  _redis_read "$fd" "$limit" || rc=$?
   exec {fd}>&-
   case "$rc" in
     0) return 0 ;;
@@ -522,15 +522,15 @@ redis_cmd() {
       return 2
       ;;
   esac
-  echo "redis_cmd $port $*: no complete reply within 3 s" >&2
+  echo "redis_cmd $port $*: no complete reply within $limit s" >&2
   return 1
 }
 
-# _redis_read FD: appends one RESP2 reply read from FD to $redis_reply;
+# _redis_read FD SECONDS: appends one RESP2 reply read from FD to $redis_reply;
 # returns 2 for an error reply, 1 when the reply is incomplete or not RESP.
 _redis_read() {
-  local fd="$1" line data n k rc=0
-  IFS= read -r -t 3 line <&"$fd" || return 1
+  local fd="$1" limit="$2" line data n k rc=0
+  IFS= read -r -t "$limit" line <&"$fd" || return 1
   line="${line%$'\r'}"
   case "$line" in
     [+:]*) redis_reply+=("${line:1}") ;;
@@ -544,15 +544,15 @@ _redis_read() {
       [[ "$n" =~ ^[0-9]+$ ]] || return 1
       data=""
       # The bulk string and its CRLF, read as bytes (LC_ALL=C).
-      if ((n > 0)); then IFS= read -r -N "$n" -t 3 data <&"$fd" || return 1; fi
-      IFS= read -r -N 2 -t 3 line <&"$fd" || return 1
+      if ((n > 0)); then IFS= read -r -N "$n" -t "$limit" data <&"$fd" || return 1; fi
+      IFS= read -r -N 2 -t "$limit" line <&"$fd" || return 1
       redis_reply+=("$data")
       ;;
     '*'[0-9]*)
       n="${line:1}"
       [[ "$n" =~ ^[0-9]+$ ]] || return 1
       for ((k = 0; k < n; k++)); do
-        _redis_read "$fd" || rc=$?
+        _redis_read "$fd" "$limit" || rc=$?
         # An error inside an array is an element, not the reply.
         if ((rc == 2)); then rc=0; fi
         ((rc == 0)) || return "$rc"
