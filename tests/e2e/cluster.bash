@@ -275,12 +275,12 @@ _cluster_any() {
 # cluster_masters: the ports of the masters serving slots, one a line
 # (CLUSTER SLOTS of a running node).
 cluster_masters() {
-  cluster_cli "$(_cluster_any)" --json CLUSTER SLOTS |
-    "$PYTHON" -c 'import json,sys; print("\n".join(sorted({str(s[2][1]) for s in json.load(sys.stdin)})))'
+  _cluster_names masters - -
 }
 
 # _cluster_names MODE PORT PREFIX: one Python process. Loads the map
 # (CLUSTER SLOTS of the first node that answers), then prints, by MODE:
+#   masters    the masters serving slots, one a line (PORT, PREFIX unused)
 #   master-of  the master serving lock PREFIX (PORT unused)
 #   on         a name PREFIX-N on the master PORT
 #   not-on     a name PREFIX-N on another master than PORT
@@ -317,6 +317,9 @@ def master_of(name):
     slot = crc16(name.encode()) % 16384
     return next(str(r[2][1]) for r in ranges if r[0] <= slot <= r[1])
 
+if mode == "masters":
+    print("\n".join(sorted({str(r[2][1]) for r in ranges})))
+    sys.exit(0)
 if mode == "master-of":
     print(master_of(prefix))
     sys.exit(0)
