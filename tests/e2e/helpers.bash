@@ -92,7 +92,7 @@ nap() {
 rl() {
   # keep_empty_lines and BATS_RUN_COMMAND: read by bats_separate_lines and bats.
   # shellcheck disable=SC2034
-  local expected="$1" flags="$-" err="$BATS_TEST_TMPDIR/.rl-stderr" keep_empty_lines=
+  local expected="$1" flags="$-" err="${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR}/.rl-stderr" keep_empty_lines=
   shift
   set +eET
   output="$(timeout -k 5 "$RL_TIMEOUT" "$RLOCK" "$@" 2>"$err")" && status=0 || status=$?
