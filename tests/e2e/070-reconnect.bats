@@ -74,7 +74,7 @@ teardown() {
   local i
   for ((i = 0; i < 100; i++)); do
     kill -0 "$REDIS_PID" 2>/dev/null || break
-    sleep 0.05
+    nap 0.05
   done
   # ... and start it again on the same port and directory, slowly loading
   # (and answering clients meanwhile, rather than only every 2 MB loaded).
@@ -91,10 +91,10 @@ teardown() {
     elif ((saw_loading)); then
       break
     fi
-    sleep 0.05
+    nap 0.05
   done
   ((saw_loading)) || fail "the restarted server never answered LOADING"
-  [[ ! -e "$BATS_TEST_TMPDIR/bg.waiter.rc" ]] || fail "the waiter ended during LOADING: $(cat "$BATS_TEST_TMPDIR/bg.waiter.err")"
+  [[ ! -e "$BATS_TEST_TMPDIR/bg.waiter.rc" ]] || fail "the waiter ended during LOADING: $(<"$BATS_TEST_TMPDIR/bg.waiter.err")"
   # The lock survived in dump.rdb; its release lets the waiter in.
   rl 0 release load --token "$token"
   rl_wait waiter 0

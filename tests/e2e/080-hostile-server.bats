@@ -96,7 +96,7 @@ fake_server() {
   "$PYTHON" "$BATS_FILE_TMPDIR/fake.py" "$1" "$port_file" 3>&- &
   FAKE_PID=$!
   wait_for_file "$port_file"
-  export RLOCK_URL="redis://127.0.0.1:$(cat "$port_file")/0"
+  export RLOCK_URL="redis://127.0.0.1:$(<"$port_file")/0"
 }
 
 # rl_measured EXPECTED ARGS...: `rl` that also sets $elapsed_ms and $rss_kb.
@@ -171,7 +171,7 @@ rl_measured() {
   sleep 1
   local start
   start="$(now_ms)"
-  kill -TERM "$(cat "$BATS_TEST_TMPDIR/acq.pid")"
+  kill -TERM "$(<"$BATS_TEST_TMPDIR/acq.pid")"
   bg_wait acq 143 10
   local took=$(($(now_ms) - start))
   # The leave-the-queue courtesy is bounded to 1 s; ignoring the signal until

@@ -9,7 +9,7 @@ wait_held() {
   local i
   for ((i = 0; i < 200; i++)); do
     "$RLOCK" status "$1" >/dev/null 2>&1 && return 0
-    sleep 0.05
+    nap 0.05
   done
   fail "lock '$1' was never taken"
 }
@@ -57,7 +57,7 @@ wait_held() {
   for i in {1..8}; do
     rl_wait "c$i" 0
   done
-  assert_equal "$(cat "$counter")" 8
+  assert_equal "$(<"$counter")" 8
 }
 
 @test "run: a 1s lease is renewed throughout a 4s command; nobody else gets it" {
@@ -68,7 +68,7 @@ wait_held() {
   # Well past three TTLs, and stopping short of the command's end.
   while (($(now_ms) - started < 3200)); do
     rl 75 acquire renewed -n
-    sleep 0.2
+    nap 0.2
   done
   rl_wait holder 0
   rl 1 status renewed

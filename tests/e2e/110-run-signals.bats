@@ -5,7 +5,7 @@
 load helpers
 
 setup() {
-  rcli FLUSHALL >/dev/null
+  flush_redis
   M="$BATS_TEST_TMPDIR"
 }
 
@@ -18,9 +18,9 @@ teardown() {
   bg_rlock job run term -- bash -c \
     "trap 'echo TERM >\"$M/trapped\"; exit 143' TERM; touch '$M/ready'; sleep 30 & wait"
   wait_for_file "$M/ready"
-  kill -TERM "$(cat "$M/job.pid")"
+  kill -TERM "$(<"$M/job.pid")"
   bg_wait job 143 5
-  assert_equal "$(cat "$M/trapped")" TERM
+  assert_equal "$(<"$M/trapped")" TERM
   rl 1 status term
 }
 
@@ -31,9 +31,9 @@ teardown() {
     bg_rlock "job$sig" run pass -- bash -c \
       "trap 'echo $sig >\"$M/trapped\"; kill \$!; exit 7' $sig; touch '$M/ready'; sleep 30 & wait"
     wait_for_file "$M/ready"
-    kill "-$sig" "$(cat "$M/job$sig.pid")"
+    kill "-$sig" "$(<"$M/job$sig.pid")"
     bg_wait "job$sig" 7 5
-    assert_equal "$(cat "$M/trapped")" "$sig"
+    assert_equal "$(<"$M/trapped")" "$sig"
   done
   rl 1 status pass
 }
@@ -45,13 +45,13 @@ teardown() {
   echo "$!" >"$M/job.pid"
   wait_for_file "$M/ready"
   # This shell started it as a background job: SIGINT is ignored.
-  kill -INT "$(cat "$M/job.pid")"
+  kill -INT "$(<"$M/job.pid")"
   sleep 0.5
-  kill -0 "$(cat "$M/job.pid")" || fail "SIGINT stopped a run that was started ignoring it"
+  kill -0 "$(<"$M/job.pid")" || fail "SIGINT stopped a run that was started ignoring it"
   rl 0 status nohup
-  kill -TERM "$(cat "$M/job.pid")"
+  kill -TERM "$(<"$M/job.pid")"
   bg_wait job 0 5
-  assert_equal "$(cat "$M/trapped")" TERM
+  assert_equal "$(<"$M/trapped")" TERM
 }
 
 @test "run: a command ignoring SIGTERM is killed after --kill-after; rlock exits 143" {
@@ -60,7 +60,7 @@ teardown() {
     "trap '' TERM; touch '$M/ready'; sleep 20"
   wait_for_file "$M/ready"
   started="$(now_ms)"
-  kill -TERM "$(cat "$M/job.pid")"
+  kill -TERM "$(<"$M/job.pid")"
   bg_wait job 143 10
   elapsed=$(($(now_ms) - started))
   # SIGKILL after 1s, long before the command's own 20s.
@@ -74,13 +74,13 @@ teardown() {
   bg_rlock job run orphan -t 2s -- bash -c \
     "trap 'echo TERM >\"$M/trapped\"; kill \$!; exit 0' TERM; touch '$M/ready'; sleep 30 & wait"
   wait_for_file "$M/ready"
-  kill -KILL "$(cat "$M/job.pid")"
+  kill -KILL "$(<"$M/job.pid")"
   started="$(now_ms)"
   wait_for_file "$M/trapped" 5
   bg_wait job 137 5
   while (($(now_ms) - started < 2500)); do
     if ! "$RLOCK" status orphan >/dev/null 2>&1; then break; fi
-    sleep 0.1
+    nap 0.1
   done
   rl 1 status orphan
 }
@@ -92,7 +92,7 @@ teardown() {
   bg_rlock waiter run waited -- touch "$M/must-not-run"
   # Until it is queued (status lists a waiter).
   wait_waiters waited 1
-  kill -TERM "$(cat "$M/waiter.pid")"
+  kill -TERM "$(<"$M/waiter.pid")"
   bg_wait waiter 143 5
   # Left the queue on the way out, not merely dropped after its lease.
   assert_equal "$(waiters waited)" 0

@@ -6,7 +6,7 @@
 load helpers
 
 setup() {
-  rcli FLUSHALL >/dev/null
+  flush_redis
   M="$BATS_TEST_TMPDIR"
 }
 
@@ -37,7 +37,7 @@ timed_command() {
   [[ -s "$M/trapped" ]] || fail "the command did not get SIGTERM"
   # The backgrounded grandchild is in the command's process group: gone too.
   local grandchild
-  grandchild="$(cat "$M/grandchild.pid")"
+  grandchild="$(<"$M/grandchild.pid")"
   if running "$grandchild"; then
     kill -KILL "$grandchild"
     fail "the command's child survived the lock loss"
@@ -53,12 +53,12 @@ timed_command() {
   bg_wait job 79 10
   kill -CONT "$REDIS_PID"
   assert_stderr --partial "rlock: error: lost lock 'frozen': could not renew it"
-  trap_ns="$(cat "$M/trapped")"
+  trap_ns="$(<"$M/trapped")"
   # The lease was last extended before the freeze, so it ends at the latest
   # TTL after it: the command must have been told to stop before that.
   assert_greater "$((stop_ns + ttl_ms * 1000000))" "$trap_ns"
   local grandchild
-  grandchild="$(cat "$M/grandchild.pid")"
+  grandchild="$(<"$M/grandchild.pid")"
   if running "$grandchild"; then
     kill -KILL "$grandchild"
     fail "the command's child survived the lock loss"

@@ -6,13 +6,13 @@
 load helpers
 
 setup() {
-  rcli FLUSHALL >/dev/null
+  flush_redis
   M="$BATS_TEST_TMPDIR"
 }
 
 teardown() {
   kill_bg_pids
-  if [[ -s "$M/grandchild" ]]; then kill -KILL "$(cat "$M/grandchild")" 2>/dev/null || true; fi
+  if [[ -s "$M/grandchild" ]]; then kill -KILL "$(<"$M/grandchild")" 2>/dev/null || true; fi
 }
 
 # gone PID: true when PID is no running process (absent, a zombie, or dead).
@@ -60,7 +60,7 @@ start_orphan() {
   local i
   for ((i = 0; i < 200; i++)); do
     [[ -s "$M/grandchild" ]] && return 0
-    sleep 0.05
+    nap 0.05
   done
   fail "the command did not start its background job"
 }
@@ -70,8 +70,8 @@ start_orphan() {
 # then.
 acquire_after_kill() {
   local grandchild i
-  grandchild="$(cat "$M/grandchild")"
-  kill -KILL "$(cat "$M/job.pid")" 2>/dev/null || true
+  grandchild="$(<"$M/grandchild")"
+  kill -KILL "$(<"$M/job.pid")" 2>/dev/null || true
   for ((i = 0; i < 100; i++)); do
     if "$RLOCK" acquire -n -t 5s "$1" >/dev/null 2>&1; then
       if ! gone "$grandchild"; then
@@ -82,7 +82,7 @@ acquire_after_kill() {
       bg_wait job 137 5
       return 0
     fi
-    sleep 0.05
+    nap 0.05
   done
   fail "the lock did not become free after its TTL"
 }
@@ -95,8 +95,8 @@ acquire_after_kill() {
 @test "run: kill -9 of rlock: a grandchild ignoring SIGTERM gets SIGKILL after --kill-after" {
   local grandchild
   start_orphan stubborn "trap '' TERM; sleep 30 & echo \$! >\"\$0\"; wait" --kill-after 1s
-  grandchild="$(cat "$M/grandchild")"
-  kill -KILL "$(cat "$M/job.pid")"
+  grandchild="$(<"$M/grandchild")"
+  kill -KILL "$(<"$M/job.pid")"
   # SIGTERM went out at once, and is ignored; SIGKILL comes after 1s.
   sleep 0.3
   if gone "$grandchild"; then fail "killed before --kill-after was over"; fi
@@ -106,17 +106,17 @@ acquire_after_kill() {
 @test "run: rlock stopped past the lease: the guardian kills the command, and rlock says 79, not 137" {
   local grandchild
   start_orphan stopped 'sleep 30 & echo $! >"$0"; wait'
-  grandchild="$(cat "$M/grandchild")"
-  kill -STOP "$(cat "$M/job.pid")"
+  grandchild="$(<"$M/grandchild")"
+  kill -STOP "$(<"$M/job.pid")"
   # The guardian hears nothing more and kills the group before the 2 s lease
   # can end.
   local i
   for ((i = 0; i < 100; i++)); do
     gone "$grandchild" && break
-    sleep 0.05
+    nap 0.05
   done
   gone "$grandchild" || fail "the guardian did not kill the command of a stopped rlock"
-  kill -CONT "$(cat "$M/job.pid")"
+  kill -CONT "$(<"$M/job.pid")"
   bg_wait job 79 10
   run cat "$BATS_TEST_TMPDIR/job.err"
   assert_output --partial "lost lock 'stopped'"

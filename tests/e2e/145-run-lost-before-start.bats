@@ -7,12 +7,12 @@
 load helpers
 
 setup() {
-  rcli FLUSHALL >/dev/null
+  flush_redis
   M="$BATS_TEST_TMPDIR"
 }
 
 teardown() {
-  if [[ -s "$M/proxy.pid" ]]; then kill "$(cat "$M/proxy.pid")" 2>/dev/null || true; fi
+  if [[ -s "$M/proxy.pid" ]]; then kill "$(<"$M/proxy.pid")" 2>/dev/null || true; fi
   kill_bg_pids
 }
 
@@ -58,7 +58,7 @@ EOF
   local i
   for ((i = 0; i < 100; i++)); do
     grep -q ready "$M/proxy.log" 2>/dev/null && break
-    sleep 0.05
+    nap 0.05
   done
   export PROXY_URL="redis://127.0.0.1:$port/0"
 }
@@ -85,7 +85,7 @@ EOF
   local i
   for ((i = 0; i < 60; i++)); do
     "$RLOCK" acquire -n -t 10s taken >/dev/null 2>&1 && break
-    sleep 0.05
+    nap 0.05
   done
   rl 0 status taken
   rl_wait job 75

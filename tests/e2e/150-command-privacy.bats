@@ -6,7 +6,7 @@
 load helpers
 
 setup() {
-  rcli FLUSHALL >/dev/null
+  flush_redis
   M="$BATS_TEST_TMPDIR"
 }
 
@@ -46,7 +46,7 @@ wait_held() {
   local i
   for ((i = 0; i < 100; i++)); do
     "$RLOCK" status "$1" >/dev/null 2>&1 && return 0
-    sleep 0.05
+    nap 0.05
   done
   fail "lock '$1' was never held"
 }

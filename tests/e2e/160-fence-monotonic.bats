@@ -128,7 +128,7 @@ restart_same_port() {
   for ((i = 0; i < 100; i++)); do
     [[ "$(rcli INFO persistence)" == *"aof_rewrite_in_progress:0"* &&
       "$(rcli INFO persistence)" != *"aof_rewrite_scheduled:1"* ]] && break
-    sleep 0.05
+    nap 0.05
   done
   assert_equal "$(fence_of_acquire ahead)" "$((ahead + 3))"
   rl 0 release ahead --force

@@ -40,8 +40,8 @@ teardown() {
     t0="$(date +%s%N)"
     rl 0 release prompt --token "$token"
     wait_sessions
-    t1="$(cat "$BATS_TEST_TMPDIR/w$k.at")"
-    token="$(cat "$BATS_TEST_TMPDIR/w$k.out")"
+    t1="$(<"$BATS_TEST_TMPDIR/w$k.at")"
+    token="$(<"$BATS_TEST_TMPDIR/w$k.out")"
     assert_regex "$token" '^[0-9a-f]{32}$'
     local ms=$(((t1 - t0) / 1000000))
     echo "# handoff $k: ${ms} ms" >&3
@@ -63,7 +63,7 @@ teardown() {
     date +%s%N >\"\$DIR/w3.at\"
     echo W3 >>\"\$DIR/order\"; \"\$RLOCK\" release killed --token \"\$T\""
   wait_waiters killed 3
-  kill -KILL "$(cat "$BATS_TEST_TMPDIR/w2.pid")"
+  kill -KILL "$(<"$BATS_TEST_TMPDIR/w2.pid")"
   local t_kill
   t_kill="$(date +%s%N)"
   rl 0 release killed --token "$holder"
@@ -71,7 +71,7 @@ teardown() {
   run cat "$BATS_TEST_TMPDIR/order"
   assert_output "$(printf 'W1\nW3')"
   local t_w3 ms
-  t_w3="$(cat "$BATS_TEST_TMPDIR/w3.at")"
+  t_w3="$(<"$BATS_TEST_TMPDIR/w3.at")"
   ms=$(((t_w3 - t_kill) / 1000000))
   echo "# W3 acquired ${ms} ms after W2 was killed" >&3
   # Waiter lease 3 s + re-check 1 s + 1.5 s slack for a loaded machine.
@@ -106,10 +106,10 @@ teardown() {
   rl 0 acquire gone-b -t 5s
   session w3 "exec \"\$RLOCK\" acquire gone-b -w 40s -t 2s"
   wait_waiters gone-b 1
-  kill -KILL "$(cat "$BATS_TEST_TMPDIR/w3.pid")"
+  kill -KILL "$(<"$BATS_TEST_TMPDIR/w3.pid")"
   session w1 "exec \"\$RLOCK\" acquire gone-a -w 40s"
   wait_waiters gone-a 1
-  kill -KILL "$(cat "$BATS_TEST_TMPDIR/w1.pid")"
+  kill -KILL "$(<"$BATS_TEST_TMPDIR/w1.pid")"
   session w2 "exec \"\$RLOCK\" acquire gone-a -w 1s"
   wait_for_file "$BATS_TEST_TMPDIR/w2.rc"
   rl 0 release gone-a --token "$a"
@@ -122,7 +122,7 @@ teardown() {
   for ((i = 0; i < 50; i++)); do
     run lock_keys
     [[ "$output" == $'rlock:{gone-a}:f\nrlock:{gone-b}:f' ]] && break
-    sleep 0.2
+    nap 0.2
   done
   run lock_keys
   assert_output $'rlock:{gone-a}:f\nrlock:{gone-b}:f'
@@ -149,7 +149,7 @@ teardown() {
   assert_equal "$(json '[w["owner"] for w in d["waiters"]]')" '["W1", "W2", "W3"]'
   assert_equal "$(json 'sorted(set(w["host"] for w in d["waiters"]))')" "[\"$(hostname)\"]"
   for i in 1 2 3; do
-    assert_equal "$(json "d['waiters'][$((i - 1))]['pid']")" "$(cat "$BATS_TEST_TMPDIR/w$i.pid")"
+    assert_equal "$(json "d['waiters'][$((i - 1))]['pid']")" "$(<"$BATS_TEST_TMPDIR/w$i.pid")"
   done
   # Waiting since: the first one has waited longest, and at least 200 ms.
   local w1 w3
@@ -166,7 +166,7 @@ teardown() {
   assert_equal "${#lines[@]}" 3
   for i in 1 2 3; do
     assert_regex "${lines[$((i - 1))]}" \
-      "^ +$i\. [0-9a-f]{8} +exclusive +W$i +$(hostname) +$(cat "$BATS_TEST_TMPDIR/w$i.pid") +waiting [0-9.]+m?s"
+      "^ +$i\. [0-9a-f]{8} +exclusive +W$i +$(hostname) +$(<"$BATS_TEST_TMPDIR/w$i.pid") +waiting [0-9.]+m?s"
   done
   rl 0 release shown --token "$h1"
   rl 0 release shown --token "$h2"

@@ -47,7 +47,7 @@ teardown() {
   run cat "$BATS_TEST_TMPDIR/x.out"
   assert_output --regexp '^[0-9a-f]{32}$'
   local t_x ms
-  t_x="$(cat "$BATS_TEST_TMPDIR/x.at")"
+  t_x="$(<"$BATS_TEST_TMPDIR/x.at")"
   ms=$(((t_x - t0) / 1000000))
   if ((ms >= 700)); then fail "the exclusive took ${ms} ms after the last shared release"; fi
   rl 0 status rw --json
@@ -119,7 +119,7 @@ teardown() {
     rl 0,1 status rwrun --json
     n="$(json 'len(d["holders"])')"
     ((n == 3)) && break
-    sleep 0.05
+    nap 0.05
   done
   assert_equal "$n" 3
   # The writer queues while the readers are inside, then they leave.

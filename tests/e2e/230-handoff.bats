@@ -47,7 +47,7 @@ queue() {
   wait_waiters "$name" $((before + 1))
 }
 
-cont_bg() { kill -CONT "$(cat "$BATS_TEST_TMPDIR/$1.pid")"; }
+cont_bg() { kill -CONT "$(<"$BATS_TEST_TMPDIR/$1.pid")"; }
 
 # release_in_order NAME TAG...: for each waiter in turn, waits until it
 # holds (its acquire exits 0) and releases with the token it printed.
@@ -71,10 +71,10 @@ stop_blocked() {
   local want="$1" i tag
   shift
   for ((i = 0; i < 50; i++)); do
-    for tag in "$@"; do kill -STOP "$(cat "$BATS_TEST_TMPDIR/$tag.pid")"; done
+    for tag in "$@"; do kill -STOP "$(<"$BATS_TEST_TMPDIR/$tag.pid")"; done
     (($(blocked) == want)) && return 0
     for tag in "$@"; do cont_bg "$tag"; done
-    sleep 0.1
+    nap 0.1
   done
   fail "the waiters $* were never all blocked in BLPOP"
 }
@@ -137,7 +137,7 @@ handoff_once() {
   queue B dead -t 30s
   queue C dead -t 30s
   # Killed while blocked: its connection closes, so no confirmation can run.
-  kill -KILL "$(cat "$BATS_TEST_TMPDIR/B.pid")"
+  kill -KILL "$(<"$BATS_TEST_TMPDIR/B.pid")"
   sleep 0.3
   local t0 t1 ms
   t0="$(date +%s%N)"
@@ -156,7 +156,7 @@ handoff_once() {
   if ((ms > 5500)); then fail "C waited ${ms} ms after the release"; fi
   run holders dead
   assert_line --index 0 --regexp '^C:'
-  rl 0 release dead --token "$(cat "$BATS_TEST_TMPDIR/C.out")"
+  rl 0 release dead --token "$(<"$BATS_TEST_TMPDIR/C.out")"
 }
 
 @test "handoff: a semaphore release grants the freed places to the next waiters in order" {
@@ -223,7 +223,7 @@ handoff_once() {
   queue E leave -t 30s
   queue S leave -s -t 30s
   stop_blocked 2 S
-  kill -TERM "$(cat "$BATS_TEST_TMPDIR/E.pid")"
+  kill -TERM "$(<"$BATS_TEST_TMPDIR/E.pid")"
   bg_wait E 143
   run holders leave
   assert_equal "${#lines[@]}" 2

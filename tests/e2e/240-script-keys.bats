@@ -86,13 +86,13 @@ expiring() {
   rl 0 acquire dead-w -t 60s
   bg_rlock w1 acquire dead-w -w 30s
   wait_waiters dead-w 1
-  kill -KILL "$(cat "$BATS_TEST_TMPDIR/w1.pid")"
+  kill -KILL "$(<"$BATS_TEST_TMPDIR/w1.pid")"
   bg_rlock w2 acquire dead-w -w 30s
   wait_waiters dead-w 2
   local i
   for ((i = 0; i < 50; i++)); do
     (($(rcli ZCARD 'rlock:{dead-w}:q') == 1)) && break
-    sleep 0.2
+    nap 0.2
   done
   assert_equal "$(rcli ZCARD 'rlock:{dead-w}:q')" 1
   assert_equal "$(rcli ZCARD 'rlock:{dead-w}:l')" 1

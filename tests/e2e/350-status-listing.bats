@@ -83,7 +83,7 @@ print(json.dumps(strip(json.load(sys.stdin)), sort_keys=True))'
 
   local tag
   for tag in w-sh w-plain w-plain2; do
-    kill -TERM "$(cat "$BATS_TEST_TMPDIR/$tag.pid")"
+    kill -TERM "$(<"$BATS_TEST_TMPDIR/$tag.pid")"
     bg_wait "$tag" 143
   done
 }

@@ -119,7 +119,7 @@ forget_fences() {
   for ((i = 0; i < 60; i++)); do
     lag="$(node_cli "$m" INFO replication | sed -n "s/^slave[0-9]*:.*port=$r,.*lag=\([0-9]*\).*/\1/p")"
     ((${lag:-0} >= 2)) && break
-    sleep 0.1
+    nap 0.1
   done
   assert_greater "${lag:-0}" 1
   thaw_node "$r"
@@ -149,7 +149,7 @@ forget_fences() {
   for ((i = 0; i < 100; i++)); do
     info="$(node_cli "$old" INFO replication)"
     [[ "$(info_field "$info" master_link_status)" == up ]] && break
-    sleep 0.1
+    nap 0.1
   done
   assert_equal "$(info_field "$info" role)" slave
   assert_equal "$(info_field "$info" master_port)" "$new"

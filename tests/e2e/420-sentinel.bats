@@ -32,7 +32,8 @@ teardown() {
 # holder_expiry PORT NAME: the expiry (ms) the node PORT has for NAME's
 # holder, empty if none.
 holder_expiry() {
-  node_cli "$1" ZRANGE "rlock:{$2}:h" 0 0 WITHSCORES 2>/dev/null | sed -n 2p
+  redis_cmd "$1" ZRANGE "rlock:{$2}:h" 0 0 WITHSCORES 2>/dev/null || return 0
+  echo "${redis_reply[1]:-}"
 }
 
 @test "sentinel: acquire, status and release through the Sentinel URL; the lock is on the master and both replicas" {
@@ -70,7 +71,7 @@ holder_expiry() {
       renewed_at="$(now_us)"
       break
     fi
-    sleep 0.05
+    nap 0.05
   done
   [[ -n "$renewed_at" ]] || fail "no renewal reached the new master within 15 s"
   echo "# old master killed -> first renewal on the new master: $(((renewed_at - killed_at) / 1000)) ms" >&3
@@ -97,7 +98,7 @@ holder_expiry() {
     echo "# the run ended 79: $run_stderr" >&3
     rl 0 acquire moved -w 6s --json
   fi
-  assert_greater "$(json 'd["fence"]')" "$(cat "$M/section.fence")"
+  assert_greater "$(json 'd["fence"]')" "$(<"$M/section.fence")"
 }
 
 @test "sentinel: fences keep increasing across a failover" {
@@ -140,7 +141,7 @@ holder_expiry() {
   bg_rlock waiter acquire caught -w 10s -t 2s
   sleep 1.5
   # Still waiting: every grant so far was given back.
-  running "$(cat "$M/waiter.pid")" || fail "the waiter ended: $(cat "$M/waiter.err")"
+  running "$(<"$M/waiter.pid")" || fail "the waiter ended: $(<"$M/waiter.err")"
   thaw_node "$replica"
   bg_wait waiter 0 15
   rl 0 status caught
@@ -156,7 +157,7 @@ holder_expiry() {
   before="$(holder_expiry "$(master_port)" unconfirmed)"
   bg_wait job 79 10
   assert_regex "$stderr" "replicas acknowledged"
-  end="$(cat "$M/section.end")"
+  end="$(<"$M/section.end")"
   assert_greater "$before" $((end / 1000))
 }
 

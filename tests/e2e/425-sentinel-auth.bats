@@ -28,7 +28,7 @@ EOF
   local i
   for ((i = 0; i < 100; i++)); do
     [[ "$(redis-cli -p "$port" -a sentinel-secret --no-auth-warning PING 2>/dev/null)" == PONG ]] && break
-    sleep 0.1
+    nap 0.1
   done
   export SENTINEL_PORT="$port"
   export RLOCK_URL="redis-sentinel://127.0.0.1:$port/0#guarded"
@@ -39,7 +39,7 @@ EOF
 }
 
 teardown_file() {
-  kill "$(cat "$BATS_FILE_TMPDIR/sentinel/pid")" 2>/dev/null || true
+  kill "$(<"$BATS_FILE_TMPDIR/sentinel/pid")" 2>/dev/null || true
   stop_all_redis
 }
 

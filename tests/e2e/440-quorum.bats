@@ -139,7 +139,7 @@ print(v["members"][4]["error"])' "$output"
   local i
   for ((i = 0; i < 100; i++)); do
     (($(q_holding q7) >= 3)) && break
-    sleep 0.05
+    nap 0.05
   done
   q_freeze 1
   local end=$(($(now_ms) + 2500))
@@ -158,7 +158,7 @@ print(v["members"][4]["error"])' "$output"
       done"
   done
   wait_sessions
-  assert_equal "$(cat "$BATS_TEST_TMPDIR/counter")" 24
+  assert_equal "$(<"$BATS_TEST_TMPDIR/counter")" 24
 }
 
 @test "quorum: a member restarted without data does not let a second holder in" {
@@ -205,7 +205,7 @@ print(v["members"][4]["error"])' "$output"
   local i
   for ((i = 0; i < 100; i++)); do
     (($(q_holding q11) == 5)) && break
-    sleep 0.05
+    nap 0.05
   done
   assert_equal "$(q_holding q11)" 5
   # Member 1 forgets everything (as after a restart, but old enough to count).
@@ -214,7 +214,7 @@ print(v["members"][4]["error"])' "$output"
   local until=$(($(now_ms) + 1500))
   while (($(now_ms) < until)); do
     (($(q_holding q11) == 5)) && break
-    sleep 0.05
+    nap 0.05
   done
   assert_equal "$(q_holding q11)" 5
   bg_wait holder 0 10

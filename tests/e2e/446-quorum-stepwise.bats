@@ -96,7 +96,7 @@ url_list() {
   rl 0 acquire wq -t 10s
   local token="$output" pid k i
   rl_bg waiter acquire wq -w 10s -t "$Q_TTL"
-  pid="$(cat "$BATS_TEST_TMPDIR/bg.waiter.pid")"
+  pid="$(<"$BATS_TEST_TMPDIR/bg.waiter.pid")"
   # Until the waiter blocks (BLPOP) on every member.
   for ((i = 0; i < 100; i++)); do
     local blocked=0
@@ -104,7 +104,7 @@ url_list() {
       if qcli "$k" client list | grep -q 'cmd=blpop'; then blocked=$((blocked + 1)); fi
     done
     ((blocked == Q_N)) && break
-    sleep 0.05
+    nap 0.05
   done
   ((blocked == Q_N)) || fail "the waiter blocks on $blocked members"
   # rl_bg runs rlock under timeout(1): the waiter is its child.
@@ -123,7 +123,7 @@ url_list() {
 
 @test "quorum: run's heartbeat renews on every member without a thread per member" {
   bg_rlock holder run -t 1s hq -- sleep 2.5
-  local pid="$(cat "$BATS_TEST_TMPDIR/holder.pid")" i
+  local pid="$(<"$BATS_TEST_TMPDIR/holder.pid")" i
   # Past the first renewals (TTL/3), which also ask each member whether it
   # is a Cluster node.
   sleep 1.5

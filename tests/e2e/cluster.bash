@@ -40,7 +40,7 @@ cluster_url() {
 
 # cluster_node_pid PORT: the pid of the node on PORT.
 cluster_node_pid() {
-  cat "$CLUSTER_DIR/n-$1/pid"
+  echo "$(<"$CLUSTER_DIR/n-$1/pid")"
 }
 
 # _cluster_free_ports N: N ports, one a line, free on 127.0.0.1 together
@@ -92,8 +92,8 @@ _cluster_wait_ping() {
       cat "$dir/redis.log" "$dir/stdout.log" >&2 2>/dev/null
       return 1
     fi
-    [[ "$(cluster_cli "$port" PING 2>/dev/null)" == PONG ]] && return 0
-    sleep 0.05
+    redis_cmd "$port" PING 2>/dev/null && [[ "${redis_reply[0]}" == PONG ]] && return 0
+    nap 0.05
   done
   echo "the node on port $port did not answer within 10 s" >&2
   cat "$dir/redis.log" >&2 2>/dev/null
@@ -159,9 +159,9 @@ _cluster_try_start() {
 # each with exactly one replica whose link is up. Returns 1 with the reason
 # in _CLUSTER_WHY otherwise; prints nothing else.
 _cluster_check() {
-  _CLUSTER_WHY="$("$PYTHON" - "$CLUSTER_PORTS" <<'PY'
+  _CLUSTER_WHY="$(PYTHONPATH="$E2E_PY" "$PYTHON" - "$CLUSTER_PORTS" <<'PY'
 import sys
-import redis
+import miniredis as redis
 
 ports = sys.argv[1].split()
 
@@ -224,7 +224,7 @@ _cluster_wait_healthy() {
       echo "the Cluster did not become healthy within $1 s: $_CLUSTER_WHY" >&2
       return 1
     fi
-    sleep 0.2
+    nap 0.2
   done
 }
 
@@ -253,8 +253,8 @@ restart_cluster_node() {
     return 1
   fi
   for ((i = 0; i < 50; i++)); do
-    cluster_cli "$port" PING >/dev/null 2>&1 || break
-    sleep 0.1
+    redis_cmd "$port" PING >/dev/null 2>&1 || break
+    nap 0.1
   done
   _cluster_launch "$port"
 }
@@ -263,7 +263,7 @@ restart_cluster_node() {
 _cluster_any() {
   local p
   for p in $CLUSTER_PORTS; do
-    if [[ "$(cluster_cli "$p" PING 2>/dev/null)" == PONG ]]; then
+    if redis_cmd "$p" PING 2>/dev/null && [[ "${redis_reply[0]}" == PONG ]]; then
       echo "$p"
       return 0
     fi
@@ -275,21 +275,21 @@ _cluster_any() {
 # cluster_masters: the ports of the masters serving slots, one a line
 # (CLUSTER SLOTS of a running node).
 cluster_masters() {
-  cluster_cli "$(_cluster_any)" --json CLUSTER SLOTS |
-    "$PYTHON" -c 'import json,sys; print("\n".join(sorted({str(s[2][1]) for s in json.load(sys.stdin)})))'
+  _cluster_names masters - -
 }
 
 # _cluster_names MODE PORT PREFIX: one Python process. Loads the map
 # (CLUSTER SLOTS of the first node that answers), then prints, by MODE:
+#   masters    the masters serving slots, one a line (PORT, PREFIX unused)
 #   master-of  the master serving lock PREFIX (PORT unused)
 #   on         a name PREFIX-N on the master PORT
 #   not-on     a name PREFIX-N on another master than PORT
 # Slots are computed here (CRC16 of the hash tag, as Redis does), for
 # names without braces or percent signs.
 _cluster_names() {
-  "$PYTHON" - "$CLUSTER_PORTS" "$@" <<'PY'
+  PYTHONPATH="$E2E_PY" "$PYTHON" - "$CLUSTER_PORTS" "$@" <<'PY'
 import sys
-import redis
+import miniredis as redis
 
 ports, mode, port, prefix = sys.argv[1].split(), sys.argv[2], sys.argv[3], sys.argv[4]
 
@@ -317,6 +317,9 @@ def master_of(name):
     slot = crc16(name.encode()) % 16384
     return next(str(r[2][1]) for r in ranges if r[0] <= slot <= r[1])
 
+if mode == "masters":
+    print("\n".join(sorted({str(r[2][1]) for r in ranges})))
+    sys.exit(0)
 if mode == "master-of":
     print(master_of(prefix))
     sys.exit(0)
@@ -357,9 +360,9 @@ _cluster_wait_master_of() {
   local slot="$1" old="$2" limit="$3" deadline new
   deadline=$((${EPOCHREALTIME/./} + limit * 1000000))
   while ((${EPOCHREALTIME/./} < deadline)); do
-    new="$("$PYTHON" - "$CLUSTER_PORTS" "$slot" "$old" <<'PY' 2>/dev/null
+    new="$(PYTHONPATH="$E2E_PY" "$PYTHON" - "$CLUSTER_PORTS" "$slot" "$old" <<'PY' 2>/dev/null
 import sys
-import redis
+import miniredis as redis
 ports, slot, old = sys.argv[1].split(), int(sys.argv[2]), sys.argv[3]
 seen = set()
 for port in ports:
@@ -381,7 +384,7 @@ PY
       echo "$new"
       return 0
     fi
-    sleep 0.1
+    nap 0.1
   done
   fail "no new master (other than $old) for slot $slot within ${limit}s"
 }
@@ -419,17 +422,17 @@ stop_cluster() {
   local f p pid left=()
   for f in "$CLUSTER_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
-    pid="$(cat "$f")"
+    pid="$(<"$f")"
     kill -CONT "$pid" 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
   done
   for f in "$CLUSTER_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
-    _stop_pid "$(cat "$f")"
+    _stop_pid "$(<"$f")"
   done
   for f in "$CLUSTER_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
-    pid="$(cat "$f")"
+    pid="$(<"$f")"
     if running "$pid"; then left+=("$pid"); fi
   done
   for p in ${CLUSTER_PORTS:-}; do

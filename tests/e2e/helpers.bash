@@ -4,16 +4,47 @@
 # with a timeout and checks its exit status.
 
 bats_require_minimum_version 1.5.0
-load /usr/lib/bats/bats-support/load.bash
-load /usr/lib/bats/bats-assert/load.bash
 
-REPO="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+# bats-support and bats-assert: what `load DIR/load.bash` does, without
+# their `$(dirname ...)` per file (15 processes, for every test).
+# _library_files DIR: sets _LIBRARY_FILES to the files DIR/load.bash
+# sources, in its order; fails if that file holds any other line.
+_library_files() {
+  local line pattern='^source "\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/([A-Za-z0-9_./-]+)"$'
+  _LIBRARY_FILES=()
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ -z "$line" || "$line" == '#'* ]] && continue
+    [[ "$line" =~ $pattern && -f "$1/${BASH_REMATCH[1]}" ]] || return 1
+    _LIBRARY_FILES+=("$1/${BASH_REMATCH[1]}")
+  done <"$1/load.bash"
+}
+for _library in /usr/lib/bats/bats-support /usr/lib/bats/bats-assert; do
+  if _library_files "$_library"; then
+    for _library_file in "${_LIBRARY_FILES[@]}"; do
+      # shellcheck source=/dev/null
+      source "$_library_file"
+    done
+  else
+    load "$_library/load.bash"
+  fi
+done
+unset _library _library_file _LIBRARY_FILES
+
+# (Without a process when the directory is already absolute and plain.)
+if [[ "$BATS_TEST_DIRNAME" == /*/tests/e2e && "$BATS_TEST_DIRNAME" != *'/.'* && "$BATS_TEST_DIRNAME" != *//* ]]; then
+  REPO="${BATS_TEST_DIRNAME%/tests/e2e}"
+else
+  REPO="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+fi
 # The binary under test: RLOCK_BIN overrides the one scripts/test builds.
 RLOCK="${RLOCK_BIN:-$REPO/build/rlock}"
 # Seconds any single rlock call may take before the test fails as hung.
 RL_TIMEOUT=20
 # Debian's python3 (it has python3-redis), not whatever python3 PATH finds first.
 PYTHON=/usr/bin/python3
+# For the polling helpers' Python: with PYTHONPATH="$E2E_PY", `import
+# miniredis as redis` stands in for redis-py (see miniredis.py).
+E2E_PY="$REPO/tests/e2e"
 
 # The suites must not see the caller's Redis, secrets or config. This file is
 # sourced again for every test, after setup_file exported RLOCK_URL: clean the
@@ -28,15 +59,49 @@ if [[ -z "${RLOCK_E2E_CLEAN_ENV:-}" ]]; then
   export RLOCK_E2E_CLEAN_ENV=1
 fi
 
+# --- waiting without processes ----------------------------------------------
+# Starting a process (fork and exec) costs milliseconds of CPU on a loaded
+# machine, and the polling loops below may run hundreds of times per file:
+# their sleeps, reads of files and looks at processes stay in the shell.
+
+# nap SECONDS: `sleep SECONDS` without a process: `read -t` on a FIFO that
+# nobody writes (opened read-write, so that the open never blocks). A
+# signal to the shell does not end it early.
+_NAP_FIFO="$BATS_RUN_TMPDIR/nap.fifo"
+if [[ ! -p "$_NAP_FIFO" ]]; then
+  # Files of one run load this side by side: one mkfifo may lose the race.
+  mkfifo "$_NAP_FIFO" 2>/dev/null || [[ -p "$_NAP_FIFO" ]]
+fi
+nap() {
+  local _nap
+  if [[ -p "$_NAP_FIFO" ]]; then
+    read -r -t "$1" _nap <>"$_NAP_FIFO" || true
+  else
+    sleep "$1"
+  fi
+}
+
 # --- running the binary ------------------------------------------------------
 
 # rl EXPECTED ARGS...: runs `rlock ARGS...` with a timeout and fails the test
 # unless it exits with EXPECTED (or one of a comma-separated list, "75,76").
 # Afterwards $status, $output (stdout only), $lines and $stderr are set.
+# It does what `run --separate-stderr` would, minus the processes that adds
+# (a mktemp for the stderr file, a subshell around the command): stdout
+# as by $(...), stderr read back as `run` reads it.
 rl() {
-  local expected="$1"
+  # keep_empty_lines and BATS_RUN_COMMAND: read by bats_separate_lines and bats.
+  # shellcheck disable=SC2034
+  local expected="$1" flags="$-" err="${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR}/.rl-stderr" keep_empty_lines=
   shift
-  run --separate-stderr timeout -k 5 "$RL_TIMEOUT" "$RLOCK" "$@"
+  set +eET
+  output="$(timeout -k 5 "$RL_TIMEOUT" "$RLOCK" "$@" 2>"$err")" && status=0 || status=$?
+  bats_separate_lines lines output
+  read -d '' -r stderr <"$err" || true
+  bats_separate_lines stderr_lines stderr
+  # shellcheck disable=SC2034
+  BATS_RUN_COMMAND="timeout -k 5 $RL_TIMEOUT $RLOCK $*"
+  set "-$flags"
   _rl_check "$expected" "rlock $*"
 }
 
@@ -62,7 +127,7 @@ rl_bg() {
     if [[ -n "${RL_GATE:-}" ]]; then
       for ((i = 0; i < 500; i++)); do
         [[ -e "$RL_GATE" ]] && break
-        sleep 0.01
+        nap 0.01
       done
     fi
     rc=0
@@ -77,13 +142,13 @@ rl_bg() {
 # and $stderr like `rl`, and checks the exit status like `rl`.
 rl_wait() {
   local base="$BATS_TEST_TMPDIR/bg.$1" expected="$2"
-  wait "$(cat "$base.pid")" || true
-  status="$(cat "$base.rc")"
-  output="$(cat "$base.out")"
-  stderr="$(cat "$base.err")"
+  wait "$(<"$base.pid")" || true
+  status="$(<"$base.rc")"
+  output="$(<"$base.out")"
+  stderr="$(<"$base.err")"
   bats_separate_lines lines output
   bats_separate_lines stderr_lines stderr
-  _rl_check "$expected" "$(cat "$base.cmd")"
+  _rl_check "$expected" "$(<"$base.cmd")"
 }
 
 # --- rlock in the background, signalled (the `run` suites) ------------------
@@ -109,20 +174,23 @@ until_ok() {
   for ((i = 0; i < tries; i++)); do
     reply="$("$@" 2>&1)"
     [[ "$reply" == OK ]] && return 0
-    sleep 0.2
+    nap 0.2
   done
   return 1
 }
 
 # running PID: true while PID exists and is not a zombie (a child of this
 # shell that died stays a zombie, which `kill -0` still finds, until reaped).
-# One look, by ps alone: with `kill -0` first, bash could reap the zombie
-# between the two (while it waits for the command substitution), and the
-# empty answer of ps then read as "running".
+# One look, at /proc/PID/stat alone (no process started): with `kill -0`
+# first, bash could reap the zombie between the two, and the gone process
+# would then read as "running". The state is the field after the command
+# name, which is in parentheses and may itself hold spaces and ")".
 running() {
   local stat
-  stat="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
-  [[ -n "$stat" && "$stat" != Z* ]]
+  [[ "$1" =~ ^[0-9]+$ ]] || return 1
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+  stat="${stat##*) }"
+  [[ -n "$stat" && "$stat" != [ZX]* ]]
 }
 
 # bg_wait TAG EXPECTED [SECONDS]: waits at most SECONDS (default 15) for
@@ -130,10 +198,10 @@ running() {
 # checks its status like `rl`, and sets $status, $output, $lines, $stderr.
 bg_wait() {
   local tag="$1" expected="$2" limit="${3:-15}" dir="$BATS_TEST_TMPDIR" pid i
-  pid="$(cat "$dir/$tag.pid")"
+  pid="$(<"$dir/$tag.pid")"
   for ((i = 0; i < limit * 20; i++)); do
     running "$pid" || break
-    sleep 0.05
+    nap 0.05
   done
   if running "$pid"; then
     kill -KILL "$pid" 2>/dev/null || true
@@ -142,8 +210,8 @@ bg_wait() {
   status=0
   wait "$pid" || status=$?
   rm -f "$dir/$tag.pid"
-  output="$(cat "$dir/$tag.out")"
-  stderr="$(cat "$dir/$tag.err")"
+  output="$(<"$dir/$tag.out")"
+  stderr="$(<"$dir/$tag.err")"
   bats_separate_lines lines output
   bats_separate_lines stderr_lines stderr
   _rl_check "$expected" "rlock ($tag)"
@@ -154,7 +222,7 @@ bg_wait() {
 kill_bg_pids() {
   local f
   for f in "$BATS_TEST_TMPDIR"/*.pid; do
-    if [[ -e "$f" ]]; then kill -KILL "$(cat "$f")" 2>/dev/null || true; fi
+    if [[ -e "$f" ]]; then kill -KILL "$(<"$f")" 2>/dev/null || true; fi
   done
 }
 
@@ -164,14 +232,15 @@ wait_for_file() {
   local i limit="${2:-10}"
   for ((i = 0; i < limit * 20; i++)); do
     [[ -e "$1" ]] && return 0
-    sleep 0.05
+    nap 0.05
   done
   fail "timed out waiting for $1"
 }
 
-# now_ms: the wall clock in milliseconds.
+# now_ms: the wall clock in milliseconds (what `date +%s%N` / 10^6 says,
+# without starting date).
 now_ms() {
-  echo $(($(date +%s%N) / 1000000))
+  echo $((${EPOCHREALTIME/[!0-9]/} / 1000))
 }
 
 # --- sessions: scripts of several rlock calls in the background --------------
@@ -204,7 +273,7 @@ session() {
   local i
   for ((i = 0; i < 500; i++)); do
     [[ -s "$dir/$tag.pid" && -s "$dir/$tag.tpid" ]] && return 0
-    sleep 0.01
+    nap 0.01
   done
   fail "session $tag did not start within 5 s"
 }
@@ -226,7 +295,8 @@ wait_sessions() {
   _reap_sessions
   [[ -f "$dir/sessions" ]] || fail "wait_sessions: no session was started"
   while read -r tag pid; do
-    rc="$(cat "$dir/$tag.rc" 2>/dev/null || echo none)"
+    rc=none
+    if [[ -f "$dir/$tag.rc" ]]; then rc="$(<"$dir/$tag.rc")"; fi
     if [[ ",${want[$tag]:-0}," != *",$rc,"* ]]; then
       report+=("session $tag exited $rc, expected ${want[$tag]:-0}; stderr: $(cat "$dir/$tag.err" 2>/dev/null)")
     fi
@@ -246,17 +316,27 @@ stop_sessions() {
   [[ -f "$BATS_TEST_TMPDIR/sessions" ]] || return 0
   while read -r tag pid; do
     if [[ -s "$BATS_TEST_TMPDIR/$tag.tpid" ]]; then
-      kill -TERM "$(cat "$BATS_TEST_TMPDIR/$tag.tpid")" 2>/dev/null || true
+      kill -TERM "$(<"$BATS_TEST_TMPDIR/$tag.tpid")" 2>/dev/null || true
     fi
   done <"$BATS_TEST_TMPDIR/sessions"
   _reap_sessions
 }
 
-# waiters NAME: how many waiters `status NAME --json` shows (-1 if it fails).
+# waiters NAME: how many waiters `status NAME --json` shows (-1 if it prints
+# no document with a "waiters" list). Counted in the shell, without a JSON
+# parser process (this runs every 50 ms in wait_waiters): each element of
+# that list is an object with a "position" field, a key that no other
+# object of the document has and that no JSON string can hold unescaped.
 waiters() {
-  "$RLOCK" status "$1" --json 2>/dev/null |
-    "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["waiters"]))' 2>/dev/null ||
+  local doc marks
+  doc="$("$RLOCK" status "$1" --json 2>/dev/null)"
+  if [[ "$doc" != '{'*'}' || "$doc" != *'"waiters":['* ]]; then
     echo -1
+    return 0
+  fi
+  marks="${doc//'"position":'/$'\x01'}"
+  marks="${marks//[!$'\x01']/}"
+  echo "${#marks}"
 }
 
 # wait_waiters NAME N: waits (bounded, 10 s) until NAME has exactly N waiters.
@@ -265,7 +345,7 @@ wait_waiters() {
   for ((i = 0; i < 200; i++)); do
     n="$(waiters "$1")"
     ((n == $2)) && return 0
-    sleep 0.05
+    nap 0.05
   done
   fail "lock '$1' has $n waiters, expected $2"
 }
@@ -356,6 +436,8 @@ EOF
 # background job, with DIR as its working directory and unix socket, records
 # it for stop_all_redis, and waits (bounded) until it answers on the socket.
 # Sets _REDIS_PID. A NOAUTH answer counts as up (servers with requirepass).
+# redis-cli is asked only once the socket exists (before, it could only
+# fail, and each call is a process).
 _launch_redis() {
   local dir="$1"
   shift
@@ -372,11 +454,13 @@ _launch_redis() {
       cat "$dir/redis.log" "$dir/stdout.log" >&2 2>/dev/null
       return 1
     fi
-    reply="$(redis-cli -s "$dir/redis.sock" ping 2>&1 </dev/null || true)"
-    if [[ "$reply" == PONG || "$reply" == *NOAUTH* ]]; then
-      return 0
+    if [[ -S "$dir/redis.sock" ]]; then
+      reply="$(redis-cli -s "$dir/redis.sock" ping 2>&1 </dev/null || true)"
+      if [[ "$reply" == PONG || "$reply" == *NOAUTH* ]]; then
+        return 0
+      fi
     fi
-    sleep 0.05
+    nap 0.05
   done
   echo "redis-server $* did not answer within 10 s" >&2
   cat "$dir/redis.log" >&2 2>/dev/null
@@ -409,6 +493,79 @@ start_redis() {
 # rcli ARGS...: redis-cli against the server of the last start_redis.
 rcli() {
   redis-cli -p "$REDIS_PORT" "$@" </dev/null
+}
+
+# redis_cmd PORT ARGS...: sends the command ARGS to 127.0.0.1:PORT over
+# bash's /dev/tcp, without starting a process (redis-cli is the costliest
+# process the polling loops start), and sets the array $redis_reply to the
+# reply flattened as `redis-cli` prints it without a terminal: a status
+# (+OK), integer or bulk string is one element, an array its elements in
+# order, nested arrays flattened, a nil or empty bulk string "". Returns 2
+# for an error reply (alone in $redis_reply, and on stderr), 1 when the
+# connection fails or the reply does not arrive within REDIS_CMD_TIMEOUT
+# seconds (default 3: a frozen server).
+redis_cmd() {
+  local LC_ALL=C port="$1" fd arg request rc=0 limit="${REDIS_CMD_TIMEOUT:-3}"
+  shift
+  request="*$#"$'\r\n'
+  for arg in "$@"; do request+="\$${#arg}"$'\r\n'"$arg"$'\r\n'; done
+  redis_reply=()
+  exec {fd}<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf '%s' "$request" >&"$fd"
+  _redis_read "$fd" "$limit" || rc=$?
+  exec {fd}>&-
+  case "$rc" in
+    0) return 0 ;;
+    2)
+      redis_reply=("${redis_reply[-1]}")
+      echo "redis_cmd $port $*: ${redis_reply[0]}" >&2
+      return 2
+      ;;
+  esac
+  echo "redis_cmd $port $*: no complete reply within $limit s" >&2
+  return 1
+}
+
+# _redis_read FD SECONDS: appends one RESP2 reply read from FD to $redis_reply;
+# returns 2 for an error reply, 1 when the reply is incomplete or not RESP.
+_redis_read() {
+  local fd="$1" limit="$2" line data n k rc=0
+  IFS= read -r -t "$limit" line <&"$fd" || return 1
+  line="${line%$'\r'}"
+  case "$line" in
+    [+:]*) redis_reply+=("${line:1}") ;;
+    -*)
+      redis_reply+=("${line:1}")
+      return 2
+      ;;
+    '$-1' | '*-1') redis_reply+=("") ;;
+    '$'[0-9]*)
+      n="${line:1}"
+      [[ "$n" =~ ^[0-9]+$ ]] || return 1
+      data=""
+      # The bulk string and its CRLF, read as bytes (LC_ALL=C).
+      if ((n > 0)); then IFS= read -r -N "$n" -t "$limit" data <&"$fd" || return 1; fi
+      IFS= read -r -N 2 -t "$limit" line <&"$fd" || return 1
+      redis_reply+=("$data")
+      ;;
+    '*'[0-9]*)
+      n="${line:1}"
+      [[ "$n" =~ ^[0-9]+$ ]] || return 1
+      for ((k = 0; k < n; k++)); do
+        _redis_read "$fd" "$limit" || rc=$?
+        # An error inside an array is an element, not the reply.
+        if ((rc == 2)); then rc=0; fi
+        ((rc == 0)) || return "$rc"
+      done
+      ;;
+    *) return 1 ;;
+  esac
+}
+
+# flush_redis [PORT]: FLUSHALL on the server of the last start_redis (or on
+# PORT); fails unless it answers OK.
+flush_redis() {
+  redis_cmd "${1:-$REDIS_PORT}" FLUSHALL && [[ "${redis_reply[0]}" == OK ]]
 }
 
 # make_tls_certs DIR: a CA, a server certificate for 127.0.0.1/localhost and
@@ -470,7 +627,7 @@ _stop_pid() {
       wait "$pid" 2>/dev/null || true
       return 0
     fi
-    sleep 0.05
+    nap 0.05
   done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
@@ -517,9 +674,9 @@ lock_keys() {
 # start_redis server, sorted bytewise: two snapshots differ exactly where a
 # key appeared, vanished or changed value (TTLs are not compared).
 key_snapshot() {
-  "$PYTHON" - "$REDIS_PORT" "${1:-0}" <<'EOF'
+  PYTHONPATH="$E2E_PY" "$PYTHON" - "$REDIS_PORT" "${1:-0}" <<'EOF'
 import hashlib, sys
-import redis
+import miniredis as redis
 r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), db=int(sys.argv[2]))
 out = sys.stdout.buffer
 for key in sorted(r.scan_iter(count=1000)):
@@ -543,5 +700,5 @@ teardown_file() {
 }
 
 setup() {
-  rcli FLUSHALL >/dev/null
+  flush_redis
 }

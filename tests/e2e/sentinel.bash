@@ -53,10 +53,12 @@ sentinel_url() {
 
 # _sentinel_master N: the master's port according to Sentinel N (empty when
 # it does not answer).
+# (Asked over /dev/tcp, no process: the failover waits poll this.)
 _sentinel_master() {
-  local reply
-  reply="$(sentinel_cli "$1" SENTINEL GET-MASTER-ADDR-BY-NAME "$TOPO_NAME" 2>/dev/null)" || return 0
-  sed -n 2p <<<"$reply"
+  local ports
+  read -r -a ports <<<"$TOPO_SENTINEL_PORTS"
+  redis_cmd "${ports[$1 - 1]}" SENTINEL GET-MASTER-ADDR-BY-NAME "$TOPO_NAME" 2>/dev/null || return 0
+  echo "${redis_reply[1]:-}"
 }
 
 # master_port: the master's port, asking the Sentinels in turn (fails when
@@ -85,7 +87,7 @@ replica_ports() {
 
 # node_pid PORT: the pid of the data node or Sentinel on PORT.
 node_pid() {
-  cat "$TOPO_DIR/n-$1/pid" 2>/dev/null || cat "$TOPO_DIR/s-$1/pid"
+  if [[ -f "$TOPO_DIR/n-$1/pid" ]]; then echo "$(<"$TOPO_DIR/n-$1/pid")"; else echo "$(<"$TOPO_DIR/s-$1/pid")"; fi
 }
 
 # _topo_wait_ping PORT PID DIR: waits (bounded, 10 s) until PORT answers
@@ -98,8 +100,8 @@ _topo_wait_ping() {
       cat "$dir/redis.log" "$dir/stdout.log" >&2 2>/dev/null
       return 1
     fi
-    [[ "$(node_cli "$port" PING 2>/dev/null)" == PONG ]] && return 0
-    sleep 0.05
+    redis_cmd "$port" PING 2>/dev/null && [[ "${redis_reply[0]}" == PONG ]] && return 0
+    nap 0.05
   done
   echo "the server on port $port did not answer within 10 s" >&2
   cat "$dir/redis.log" >&2 2>/dev/null
@@ -181,8 +183,8 @@ _topo_try_start() {
     pids+=("$!")
   done
   for i in "${pids[@]}"; do wait "$i" || return 1; done
-  for i in 1 2 3; do ports+=("$(cat "$TOPO_DIR/port$i")"); done
-  for i in 4 5 6; do sports+=("$(cat "$TOPO_DIR/port$i")"); done
+  for i in 1 2 3; do ports+=("$(<"$TOPO_DIR/port$i")"); done
+  for i in 4 5 6; do sports+=("$(<"$TOPO_DIR/port$i")"); done
   export TOPO_NODE_PORTS="${ports[*]}" TOPO_SENTINEL_PORTS="${sports[*]}"
   _topo_start_node "${ports[0]}" &&
     _topo_start_node "${ports[1]}" "${ports[0]}" &&
@@ -208,9 +210,9 @@ info_field() {
 # none flagged down, and has its quorum. Returns 1 with the reason in
 # _TOPO_WHY otherwise.
 _topo_check() {
-  _TOPO_WHY="$("$PYTHON" - "$TOPO_NAME" "$TOPO_NODE_PORTS" "$TOPO_SENTINEL_PORTS" "$@" <<'PY'
+  _TOPO_WHY="$(PYTHONPATH="$E2E_PY" "$PYTHON" - "$TOPO_NAME" "$TOPO_NODE_PORTS" "$TOPO_SENTINEL_PORTS" "$@" <<'PY'
 import sys
-import redis
+import miniredis as redis
 
 name, nodes, sentinels, what = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
 
@@ -283,7 +285,7 @@ _topo_wait_replication() {
       echo "replication did not settle within $2 s: $_TOPO_WHY" >&2
       return 1
     fi
-    sleep 0.1
+    nap 0.1
   done
 }
 
@@ -295,7 +297,28 @@ _topo_wait_healthy() {
       echo "the Sentinel topology did not become healthy within $1 s: $_TOPO_WHY" >&2
       return 1
     fi
-    sleep 0.2
+    nap 0.2
+  done
+}
+
+# _role PORT: the role (master, slave, sentinel) the node PORT answers to
+# ROLE; empty when it does not answer.
+_role() {
+  redis_cmd "$1" ROLE 2>/dev/null && echo "${redis_reply[0]}"
+  return 0
+}
+
+# _sentinel_master_flags N: the flags Sentinel N shows for the master
+# (SENTINEL MASTER); empty when it does not answer.
+_sentinel_master_flags() {
+  local ports k
+  read -r -a ports <<<"$TOPO_SENTINEL_PORTS"
+  redis_cmd "${ports[$1 - 1]}" SENTINEL MASTER "$TOPO_NAME" 2>/dev/null || return 0
+  for ((k = 0; k + 1 < ${#redis_reply[@]}; k += 2)); do
+    if [[ "${redis_reply[k]}" == flags ]]; then
+      echo "${redis_reply[k + 1]}"
+      return 0
+    fi
   done
 }
 
@@ -310,13 +333,13 @@ _topo_demote_old_masters() {
     m="$(_sentinel_master "$n")"
     [[ -n "$m" && (-z "$master" || "$m" == "$master") ]] || return 0
     master="$m"
-    flags="$(sentinel_cli "$n" SENTINEL MASTER "$TOPO_NAME" 2>/dev/null | sed -n '/^flags$/{n;p}')"
+    flags="$(_sentinel_master_flags "$n")"
     [[ "$flags" == master ]] || return 0
   done
-  [[ "$(node_cli "$master" ROLE 2>/dev/null | head -n 1)" == master ]] || return 0
+  [[ "$(_role "$master")" == master ]] || return 0
   for p in $TOPO_NODE_PORTS; do
     [[ "$p" != "$master" ]] || continue
-    if [[ "$(node_cli "$p" ROLE 2>/dev/null | head -n 1)" == master ]]; then
+    if [[ "$(_role "$p")" == master ]]; then
       node_cli "$p" REPLICAOF 127.0.0.1 "$master" >/dev/null 2>&1 || true
     fi
   done
@@ -354,13 +377,13 @@ _new_master() {
         m="$(_sentinel_master "$n")"
         [[ "$m" == "$first" ]] || continue 2
       done
-      role="$(node_cli "$first" ROLE 2>/dev/null | head -n 1)"
+      role="$(_role "$first")"
       if [[ "$role" == master ]]; then
         echo "$first"
         return 0
       fi
     fi
-    sleep 0.1
+    nap 0.1
   done
   return 1
 }
@@ -421,8 +444,8 @@ restart_node() {
   # The killed process's socket is gone, but wait (bounded) in case the
   # port is still being released.
   for ((i = 0; i < 50; i++)); do
-    node_cli "$port" PING >/dev/null 2>&1 || break
-    sleep 0.1
+    redis_cmd "$port" PING >/dev/null 2>&1 || break
+    nap 0.1
   done
   _topo_start_node "$port" "$master"
 }
@@ -446,17 +469,17 @@ stop_sentinel_topology() {
   # then wait for each (SIGKILL after 5 s).
   for f in "$TOPO_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
-    pid="$(cat "$f")"
+    pid="$(<"$f")"
     kill -CONT "$pid" 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
   done
   for f in "$TOPO_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
-    _stop_pid "$(cat "$f")"
+    _stop_pid "$(<"$f")"
   done
   for f in "$TOPO_DIR"/*/pid; do
     [[ -e "$f" ]] || continue
-    pid="$(cat "$f")"
+    pid="$(<"$f")"
     if running "$pid"; then left+=("$pid"); fi
   done
   # Also anything on our ports that a pid file does not name.

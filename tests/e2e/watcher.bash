@@ -26,7 +26,7 @@ start_watcher() {
         now_us >>"$M/watcher.got"
         "$RLOCK" release "$name" --token "$token" 2>>"$M/watcher.err"
       fi
-      sleep 0.15
+      nap 0.15
     done
   ) 3>&- &
   echo "$!" >"$M/watcher.pid"
@@ -35,10 +35,10 @@ start_watcher() {
 stop_watcher() {
   touch "$M/stop-watching"
   local pid i
-  pid="$(cat "$M/watcher.pid")"
+  pid="$(<"$M/watcher.pid")"
   for ((i = 0; i < 200; i++)); do
     kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.05
+    nap 0.05
   done
   fail "the watcher did not stop"
 }
@@ -61,16 +61,16 @@ run_section() {
   bg_rlock job run "$@" "$name" -- bash -c "$SECTION" "$M/section" "$seconds"
   for ((i = 0; i < 200; i++)); do
     [[ -s "$M/section.start" ]] && return 0
-    sleep 0.05
+    nap 0.05
   done
-  fail "the section did not start: $(cat "$M/job.err")"
+  fail "the section did not start: $(<"$M/job.err")"
 }
 
 # check_no_second_holder: fails if the watcher got the lock while the
 # section ran.
 check_no_second_holder() {
   local start end got
-  start="$(cat "$M/section.start")"
+  start="$(<"$M/section.start")"
   end="$(cat "$M/section.end" 2>/dev/null || now_us)"
   [[ -s "$M/watcher.got" ]] || return 0
   while read -r got; do
