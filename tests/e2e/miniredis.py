@@ -7,7 +7,8 @@ Redis(host, port, socket_timeout, socket_connect_timeout, decode_responses,
 db): execute_command returns the reply as redis-py does for a command
 without a response callback (status and bulk strings as bytes, or str with
 decode_responses; integers as int; arrays as lists; nil as None), and
-info, flushall, zcard, dump and scan_iter return what redis-py's do. Error
+info (the fields the helpers read), flushall, zcard, dump and scan_iter
+return what redis-py's do. Error
 replies raise ResponseError; a connection that fails or times out raises
 ConnectionError or TimeoutError; all are RedisError.
 """
@@ -41,38 +42,33 @@ def _encode(arg):
     raise RedisError(f"invalid argument type {type(arg).__name__}")
 
 
+def _info_value(text):
+    """One INFO value the way redis-py reads it: an int or a float when it
+    is one, a dict for "k=v,k=v" lists (slave0:ip=...,state=online), the
+    string otherwise."""
+    if "=" in text and "," in text:
+        return dict((k, _info_value(v)) for k, v in
+                    (item.rsplit("=", 1) for item in text.split(",")))
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
+    return text
+
+
 def parse_info(response):
-    """redis-py's parse_info: INFO text as a dict, numbers converted."""
-    info = {}
+    """INFO's "key:value" lines as a dict, values as _info_value reads them
+    (what redis-py's info() returns for the fields the helpers read: role,
+    connected_slaves, slaveN, master_port, master_link_status,
+    master_sync_in_progress, uptime_in_seconds)."""
     if isinstance(response, bytes):
         response = response.decode(errors="replace")
-
-    def get_value(value):
-        if "," not in value or "=" not in value:
-            try:
-                if "." in value:
-                    return float(value)
-                return int(value)
-            except ValueError:
-                return value
-        sub_dict = {}
-        for item in value.split(","):
-            k, v = item.rsplit("=", 1)
-            sub_dict[k] = get_value(v)
-        return sub_dict
-
+    info = {}
     for line in response.splitlines():
-        if line and not line.startswith("#"):
-            if line.find(":") != -1:
-                key, value = line.split(":", 1)
-                if key == "cmdstat_host":
-                    key, value = line.rsplit(":", 1)
-                if key == "module":
-                    info.setdefault("modules", []).append(get_value(value))
-                else:
-                    info[key] = get_value(value)
-            else:
-                info.setdefault("__raw__", []).append(line)
+        if line and not line.startswith("#") and ":" in line:
+            key, value = line.split(":", 1)
+            info[key] = _info_value(value)
     return info
 
 
