@@ -12,6 +12,10 @@
 #            it still grows with the load.
 #   instr    instructions (valgrind --tool=callgrind, --trace-children):
 #            exact and independent of the load.
+#   wall ms  the median wall time of RUNS runs, the commands interleaved
+#            (one run of each in turn, the order rotating), so that a load
+#            that comes and goes weighs on all of them alike; hyperfine
+#            (bench/cli_overhead.sh) runs each command's runs in one block.
 # and the ratios of rlock run to flock and of rlock --version to true. With
 # RLOCK_BEFORE set, the rlock rows of that binary too, in the same run.
 # Starts a private redis-server on a free loopback port and stops it at exit.
@@ -56,6 +60,7 @@ measure() {
     >/dev/null 2>"$dir/vg.log"
   instr="$(awk '/refs:/ {gsub(",", "", $NF); s += $NF} END {print s}' "$dir/vg.log")"
   printf '%s\t%s\t%s\t%s\n' "$label" "$faults" "$cpu" "$instr" >>"$dir/rows"
+  printf '%s\0' "$label" "$@" >"$dir/cmd.$(wc -l <"$dir/rows")"
 }
 
 rlock_rows() {
@@ -69,15 +74,34 @@ if [[ -n "$BEFORE" ]]; then rlock_rows "before: " "$BEFORE"; fi
 measure "flock FILE true" flock "$dir/flock" true
 measure "true" true
 
-python3 - "$dir/rows" <<'PY'
-import sys
+python3 - "$dir" "$RUNS" <<'PY'
+import glob, os, statistics, sys, time
+d, runs = sys.argv[1], int(sys.argv[2])
 rows = {}
-for line in open(sys.argv[1]):
+for line in open(os.path.join(d, "rows")):
     label, faults, cpu, instr = line.rstrip("\n").split("\t")
-    rows[label] = (float(faults), float(cpu), int(instr))
-print(f"{'':34} {'faults':>8} {'cpu ms':>8} {'instr':>10}")
-for label, (f, c, i) in rows.items():
-    print(f"{label:34} {f:8.0f} {c:8.2f} {i / 1e6:9.2f}M")
+    rows[label] = [float(faults), float(cpu), int(instr)]
+# Wall time, interleaved: each round runs every command once, in an order
+# that rotates from round to round.
+cmds = []
+for path in sorted(glob.glob(os.path.join(d, "cmd.*")), key=lambda p: int(p.rsplit(".", 1)[1])):
+    label, *argv = open(path, "rb").read().split(b"\0")[:-1]
+    cmds.append((label.decode(), [a.decode() for a in argv]))
+null = os.open(os.devnull, os.O_WRONLY)
+times = {label: [] for label, _ in cmds}
+for r in range(runs):
+    for k in range(len(cmds)):
+        label, argv = cmds[(k + r) % len(cmds)]
+        t0 = time.perf_counter()
+        pid = os.posix_spawnp(argv[0], argv, os.environ,
+                              file_actions=[(os.POSIX_SPAWN_DUP2, null, 1)])
+        os.waitpid(pid, 0)
+        times[label].append((time.perf_counter() - t0) * 1000)
+for label in rows:
+    rows[label].append(statistics.median(times[label]))
+print(f"{'':34} {'faults':>8} {'cpu ms':>8} {'instr':>10} {'wall ms':>8}")
+for label, (f, c, i, w) in rows.items():
+    print(f"{label:34} {f:8.0f} {c:8.2f} {i / 1e6:9.2f}M {w:8.2f}")
 print()
 for prefix in ["", "before: "]:
     run, ver = rows.get(prefix + "rlock run x -- true"), rows.get(prefix + "rlock --version")
@@ -85,8 +109,7 @@ for prefix in ["", "before: "]:
         continue
     fl, tr = rows["flock FILE true"], rows["true"]
     name = prefix or "now: "
-    print(f"{name}rlock run / flock:   faults {run[0] / fl[0]:.2f}x  cpu {run[1] / fl[1]:.2f}x  "
-          f"instructions {run[2] / fl[2]:.2f}x")
-    print(f"{name}rlock --version / true: faults {ver[0] / tr[0]:.2f}x  cpu {ver[1] / tr[1]:.2f}x  "
-          f"instructions {ver[2] / tr[2]:.2f}x")
+    for what, a, b in (("rlock run / flock", run, fl), ("rlock --version / true", ver, tr)):
+        print(f"{name}{what + ':':24} wall {a[3] / b[3]:.2f}x  faults {a[0] / b[0]:.2f}x  "
+              f"cpu {a[1] / b[1]:.2f}x  instructions {a[2] / b[2]:.2f}x")
 PY
