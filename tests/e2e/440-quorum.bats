@@ -135,7 +135,10 @@ print(v["members"][4]["error"])' "$output"
 }
 
 @test "quorum: a run keeps its lock while a member is frozen, and a watcher never gets in" {
-  bg_rlock holder run q7 -t 1s -- sleep 4
+  # A 2 s TTL: renewals every ~670 ms, five of them with the member frozen,
+  # and room for a loaded machine (with 1 s a renewal delayed by the load
+  # once lost the lock: 2 of 5 confirmed in time).
+  bg_rlock holder run q7 -t 2s -- sleep 4
   local i
   for ((i = 0; i < 100; i++)); do
     (($(q_holding q7) >= 3)) && break
@@ -143,8 +146,11 @@ print(v["members"][4]["error"])' "$output"
   done
   q_freeze 1
   local end=$(($(now_ms) + 2500))
+  # The watcher tries every 50 ms or so: often enough to get in if it could,
+  # without turning the test into a load of its own.
   while (($(now_ms) < end)); do
     rl 75 acquire q7 -n -t 1s
+    nap 0.05
   done
   bg_wait holder 0 10
 }
