@@ -258,35 +258,46 @@ Result<LockView> LockClient::status(const std::string& name) {
 }
 
 Result<std::vector<LockView>> LockClient::list() {
-  auto replies = m_backend->run_on_every_lock(status_call());
-  if (!replies) return std::unexpected(replies.error());
+  // Each reply becomes a view as soon as it is read: a listing of 100000
+  // locks never holds all their replies, whose trees took twice the views'
+  // memory (and the page faults that come with it).
   std::vector<LockView> views;
-  views.reserve(replies->size());
-  for (auto& [name, reply] : *replies) {
-    // A lock whose keys cannot be read (a foreign key at its name, a
-    // malformed record) is listed as broken, and the listing goes on.
-    auto view = reply.is_error() ? std::unexpected(redis::classify_server_error(reply.str))
-                                 : decode_status(name, reply);
-    // Only an ACL refusal still stops the listing: it is the caller's
-    // configuration at fault, not one lock (exit 77, as the contract says).
-    if (!view && view.error().code == Error::Code::auth) return std::unexpected(view.error());
-    if (!view) {
-      LockView broken;
-      broken.name = name;
-      broken.problem = view.error().message;
-      views.push_back(std::move(broken));
-      continue;
-    }
-    // A lock that expired between SCAN and the status read is not listed;
-    // in a quorum, one that some member still shows held is (a minority
-    // hold, given back or not yet expired), so the listing is the union.
-    const bool disputed = std::any_of(view->members.begin(), view->members.end(),
-                                      [](const MemberView& m) { return m.state == "disagrees"; });
-    if (!view->holders.empty() || !view->waiters.empty() || disputed)
-      views.push_back(std::move(*view));
-    // Freed as it is read: the views of a large listing reuse its memory.
-    reply = redis::Reply();
-  }
+  auto listed = m_backend->for_every_lock(
+      status_call(), [&views](std::string name, redis::Reply reply) -> Result<void> {
+        // A lock whose keys cannot be read (a foreign key at its name, a
+        // malformed record) is listed as broken, and the listing goes on.
+        auto view = reply.is_error() ? std::unexpected(redis::classify_server_error(reply.str))
+                                     : decode_status(name, reply);
+        // Only an ACL refusal still stops the listing: it is the caller's
+        // configuration at fault, not one lock (exit 77, as the contract says).
+        if (!view && view.error().code == Error::Code::auth) return std::unexpected(view.error());
+        if (!view) {
+          LockView broken;
+          broken.name = std::move(name);
+          broken.problem = view.error().message;
+          views.push_back(std::move(broken));
+          return {};
+        }
+        // A lock that expired between SCAN and the status read is not
+        // listed; in a quorum, one that some member still shows held is (a
+        // minority hold, given back or not yet expired), so the listing is
+        // the union.
+        const bool disputed =
+            std::any_of(view->members.begin(), view->members.end(),
+                        [](const MemberView& m) { return m.state == "disagrees"; });
+        if (!view->holders.empty() || !view->waiters.empty() || disputed)
+          views.push_back(std::move(*view));
+        return {};
+      });
+  if (!listed) return std::unexpected(listed.error());
+  // Sorted by name, each name once (the backend may read a lock twice: SCAN
+  // returned its key twice, or its Cluster slot moved during the listing;
+  // either reply will do, they were read moments apart).
+  std::sort(views.begin(), views.end(),
+            [](const LockView& a, const LockView& b) { return a.name < b.name; });
+  views.erase(std::unique(views.begin(), views.end(),
+                          [](const LockView& a, const LockView& b) { return a.name == b.name; }),
+              views.end());
   return views;
 }
 
