@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
+#include <utility>
 
 #include "lock/protocol.h"
 #include "redis/connection.h"
@@ -257,11 +259,39 @@ Result<LockView> LockClient::status(const std::string& name) {
   return decode_status(name, outcome->reply);
 }
 
-Result<std::vector<LockView>> LockClient::list() {
+/// An order of (name, index) pairs is sorted,
+/// then the views are put in place along its cycles: sorting the views
+/// themselves moved each of them ~17 times (a fifth of a listing's
+/// instructions), and a sorted copy would double their memory.
+void sort_by_name(Listing& views) {
+  std::vector<std::pair<std::string_view, std::size_t>> order;
+  order.reserve(views.size());
+  for (std::size_t k = 0; k < views.size(); ++k) order.emplace_back(views[k].name, k);
+  std::sort(order.begin(), order.end());
+  // Position k takes the view now at order[k].second.
+  std::vector<bool> placed(views.size(), false);
+  for (std::size_t start = 0; start < views.size(); ++start) {
+    if (placed[start]) continue;
+    LockView first = std::move(views[start]);
+    std::size_t at = start;
+    while (order[at].second != start) {
+      views[at] = std::move(views[order[at].second]);
+      placed[at] = true;
+      at = order[at].second;
+    }
+    views[at] = std::move(first);
+    placed[at] = true;
+  }
+  views.erase(std::unique(views.begin(), views.end(),
+                          [](const LockView& a, const LockView& b) { return a.name == b.name; }),
+              views.end());
+}
+
+Result<Listing> LockClient::list() {
   // Each reply becomes a view as soon as it is read: a listing of 100000
   // locks never holds all their replies, whose trees took twice the views'
   // memory (and the page faults that come with it).
-  std::vector<LockView> views;
+  Listing views;
   auto listed = m_backend->for_every_lock(
       status_call(), [&views](std::string name, redis::Reply reply) -> Result<void> {
         // A lock whose keys cannot be read (a foreign key at its name, a
@@ -290,14 +320,7 @@ Result<std::vector<LockView>> LockClient::list() {
         return {};
       });
   if (!listed) return std::unexpected(listed.error());
-  // Sorted by name, each name once (the backend may read a lock twice: SCAN
-  // returned its key twice, or its Cluster slot moved during the listing;
-  // either reply will do, they were read moments apart).
-  std::sort(views.begin(), views.end(),
-            [](const LockView& a, const LockView& b) { return a.name < b.name; });
-  views.erase(std::unique(views.begin(), views.end(),
-                          [](const LockView& a, const LockView& b) { return a.name == b.name; }),
-              views.end());
+  sort_by_name(views);
   return views;
 }
 

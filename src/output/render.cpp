@@ -291,7 +291,11 @@ Result<void> print_status(const lock::LockView& v, bool json) {
   return emit(out);
 }
 
-Result<void> print_list(const std::vector<lock::LockView>& views, bool json) {
+namespace {
+
+/// print_list of any sequence of views.
+template <typename Views>
+Result<void> print_views(const Views& views, bool json) {
   if (json) {
     // {"locks":[...],"broken":[...]}, each lock dumped as soon as it is
     // built (a document of 100000 locks never exists as one tree: building
@@ -380,6 +384,16 @@ Result<void> print_list(const std::vector<lock::LockView>& views, bool json) {
     out += '\n';
   }
   return emit(out);
+}
+
+}  // namespace
+
+Result<void> print_list(const lock::Listing& views, bool json) {
+  return print_views(views, json);
+}
+
+Result<void> print_list(const std::vector<lock::LockView>& views, bool json) {
+  return print_views(views, json);
 }
 
 }  // namespace rlock::output
