@@ -211,9 +211,9 @@ std::vector<std::string> scan_command(const std::string& cursor, const std::stri
 }
 
 /// Reads a SCAN reply: appends the names of the meta keys found to `names`
-/// and returns the next cursor.
-Result<std::string> scan_step(const redis::Reply& reply, const std::string& prefix,
-                              std::vector<std::string>& names) {
+/// (a vector or a deque) and returns the next cursor.
+template <typename Names>
+Result<std::string> scan_step(const redis::Reply& reply, const std::string& prefix, Names& names) {
   if (reply.elements.size() != 2 || reply.elements[1].type != redis::Reply::Type::array)
     return fail(Error::Code::protocol, "unexpected SCAN reply");
   for (const auto& key : reply.elements[1].elements)
@@ -342,7 +342,8 @@ class StatusListing {
   /// than a few batches of replies.
   Result<void> run(bool scan);
 
-  std::vector<std::string> m_names;
+  /// A deque: a walk of 100000 locks grows it without copying it.
+  std::deque<std::string> m_names;
 
  private:
   // 1000 locks: ~7000 small commands a round trip; a batch's replies stay a
@@ -537,7 +538,7 @@ Result<std::vector<redis::Reply>> run_batched(
                           replies[index] = std::move(reply);
                           return {};
                         });
-  listing.m_names = names;
+  listing.m_names.assign(names.begin(), names.end());
   if (auto done = listing.run(false); !done) return std::unexpected(done.error());
   return replies;
 }
@@ -557,7 +558,7 @@ Result<void> scan_and_run(const std::function<Result<redis::Connection*>()>& con
       if (auto taken = sink(std::move((*names)[k]), std::move((*batch)[k])); !taken) return taken;
     return {};
   }
-  std::vector<std::string>* names = nullptr;
+  std::deque<std::string>* names = nullptr;
   // A name is delivered once (a name SCAN returned twice is read twice and
   // delivered twice, under each of its indices), so it is moved out.
   StatusListing listing(connect, load, prefix, call, command_timeout,
