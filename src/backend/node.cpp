@@ -410,7 +410,13 @@ Result<void> StatusListing::read_first(const Sent& batch, std::vector<redis::Rep
   const auto now = reads::now_of(got.front());
   Sent second;
   second.kind = Sent::Kind::second;
+  second.locks.reserve(batch.count);
+  second.replies.reserve(batch.count);
+  // An HGET of a record takes ~90 bytes: a held lock's second round, grown
+  // a few times at most (growing it from nothing copied it at every
+  // doubling: a sixth of a listing's CPU time).
   std::string request;
+  request.reserve(batch.count * 128);
   for (std::size_t k = 0; k < batch.count; ++k) {
     const std::size_t index = batch.first + k;
     const auto own = std::span(got).subspan(1 + k * reads::k_first_round, reads::k_first_round);
