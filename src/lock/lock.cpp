@@ -293,7 +293,7 @@ Result<Listing> LockClient::list() {
   // memory (and the page faults that come with it).
   Listing views;
   auto listed = m_backend->for_every_lock(
-      status_call(), [&views](std::string name, redis::Reply reply) -> Result<void> {
+      status_call(), [&views](std::string name, const redis::Reply& reply) -> Result<void> {
         // A lock whose keys cannot be read (a foreign key at its name, a
         // malformed record) is listed as broken, and the listing goes on.
         auto view = reply.is_error() ? std::unexpected(redis::classify_server_error(reply.str))
