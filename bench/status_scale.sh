@@ -4,13 +4,15 @@
 # Starts a private redis-server on a free loopback port, creates N held locks
 # (default 100000) with one `redis-cli --pipe` running the real lock script
 # (src/lock/scripts/lock.lua, EVALSHA with rlock's 9 keys), then times, best
-# of R runs (default 3):
+# of R runs in turn (default 3):
 #   scan   redis-cli --scan --pattern 'rlock:*' | wc -l   (the raw key walk;
 #          4 keys per held lock: h, i, m, f)
 #   text   rlock status >/dev/null
 #   json   rlock --json status >/dev/null
-# and prints each time and its ratio to the raw scan. The server is stopped
-# at exit.
+# and prints each time and its ratio to the raw scan, then each rlock row's
+# peak RSS and minor page faults (GNU time, one more run each; on this kind
+# of VM a page fault costs microseconds, so they are part of the time). The
+# server is stopped at exit.
 #
 # How to read it: `rlock status` walks the meta keys with SCAN (1 in 4 keys
 # here) and reads each lock with plain commands, 7 a lock, pipelined 1000
@@ -68,17 +70,31 @@ for i in range(count):
 PY
 grep -q "errors: 0, replies: $N" "$work/pipe.log" || { cat "$work/pipe.log" >&2; exit 1; }
 
-# best CMD...: the best wall time of RUNS runs of CMD, in seconds.
-best() {
-  local best="" start end t
-  for ((r = 0; r < RUNS; r++)); do
-    start=$(date +%s%N)
-    "$@" >/dev/null
-    end=$(date +%s%N)
-    t=$(((end - start) / 1000000))
-    if [[ -z "$best" ]] || ((t < best)); then best=$t; fi
-  done
-  echo "$best"
+# server_usec: the server's time so far, in microseconds, from INFO
+# commandstats (every command's usec, the scripts' inner calls counted in
+# the script's own; INFO and CONFIG left out), to tell the server's share
+# of a listing from the client's.
+server_usec() {
+  redis-cli -p "$port" INFO commandstats | tr -d '\r' | python3 -c '
+import re, sys
+print(sum(int(m.group(2)) for m in re.finditer(r"^cmdstat_(\w+):calls=\d+,usec=(\d+)", sys.stdin.read(), re.M)
+          if m.group(1) not in ("info", "config")))'
+}
+# timed LABEL CMD...: one run of CMD; keeps its best wall time (ms) in
+# best[LABEL] and adds the server's time to server[LABEL]. The rows are run
+# in turn, RUNS rounds (interleaved: a burst of load hits every row alike,
+# not one row's runs).
+declare -A best server
+timed() {
+  local label="$1" s0 start end t
+  shift
+  s0="$(server_usec)"
+  start=$(date +%s%N)
+  "$@" >/dev/null
+  end=$(date +%s%N)
+  server[$label]=$((${server[$label]:-0} + $(server_usec) - s0))
+  t=$(((end - start) / 1000000))
+  if [[ -z "${best[$label]:-}" ]] || ((t < best[$label])); then best[$label]=$t; fi
 }
 scan() { redis-cli -p "$port" --scan --pattern 'rlock:*' | wc -l; }
 # The walk rlock itself does: SCAN with COUNT 1000 for the meta keys.
@@ -95,31 +111,32 @@ listed="$("$RLOCK" --json status | python3 -c 'import json,sys; print(len(json.l
 [[ "$rows" == "$N" && "$listed" == "$N" ]] ||
   { echo "status listed $rows rows / $listed JSON locks, expected $N" >&2; exit 1; }
 
-t_scan="$(best scan)"
-t_meta="$(best scan_meta)"
-# server_us: the server's time for one listing, per lock, from INFO
-# commandstats (every command's usec, the scripts' inner calls counted in
-# the script's own), to tell the server's share from the client's.
-server_us() {
-  redis-cli -p "$port" INFO commandstats | tr -d '\r' | python3 -c '
-import re, sys
-total = sum(int(m.group(2)) for m in re.finditer(r"^cmdstat_(\w+):calls=\d+,usec=(\d+)", sys.stdin.read(), re.M)
-            if m.group(1) not in ("info", "config"))
-print(f"{total / int(sys.argv[1]) / int(sys.argv[2]):.1f}")' "$N" "$RUNS"
-}
-redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
-t_text="$(best "$RLOCK" status)"
-server_text="$(server_us)"
-t_json="$(best "$RLOCK" --json status)"
+for ((r = 0; r < RUNS; r++)); do
+  timed scan scan
+  timed meta scan_meta
+  timed text "$RLOCK" status
+  timed json "$RLOCK" --json status
+  if [[ -n "$BEFORE" ]]; then
+    timed b_text "$BEFORE" status
+    timed b_json "$BEFORE" --json status
+  fi
+done
+t_scan="${best[scan]}" t_meta="${best[meta]}" t_text="${best[text]}" t_json="${best[json]}"
+# The server's time per lock of one text listing.
+per_lock() { python3 -c "print(f'{$1 / $RUNS / $N:.1f}')"; }
+server_text="$(per_lock "${server[text]}")"
 if [[ -n "$BEFORE" ]]; then
-  redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
-  b_text="$(best "$BEFORE" status)"
-  server_before="$(server_us)"
-  b_json="$(best "$BEFORE" --json status)"
+  b_text="${best[b_text]}" b_json="${best[b_json]}"
+  server_before="$(per_lock "${server[b_text]}")"
 fi
 ratio() { python3 -c "print(f'{$1 / max($2, 1):.2f}x')"; }
+# memory CMD...: "PEAK_KB KB, FAULTS faults" of one run of CMD (GNU time).
+memory() {
+  /usr/bin/time -f '%M KB, %R faults' -o "$work/time" "$@" >/dev/null
+  cat "$work/time"
+}
 echo
-echo "$N locks ($keys keys), best of $RUNS runs, redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
+echo "$N locks ($keys keys), best of $RUNS interleaved runs, redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
 printf '%-44s %8s ms\n' "redis-cli --scan --pattern 'rlock:*' | wc -l" "$t_scan"
 printf '%-44s %8s ms  %s the scan\n' "SCAN MATCH rlock:{*}:m COUNT 1000 (python)" "$t_meta" "$(ratio "$t_meta" "$t_scan")"
 printf '%-44s %8s ms  %s the scan\n' "rlock status" "$t_text" "$(ratio "$t_text" "$t_scan")"
@@ -131,4 +148,12 @@ if [[ -n "$BEFORE" ]]; then
   printf '%-44s %8s ms  %s the scan\n' "before: rlock --json status" "$b_json" "$(ratio "$b_json" "$t_scan")"
   printf 'before, per lock: text %s us, json %s us (json/text %s); server time %s us\n' \
     "$((b_text * 1000 / N))" "$((b_json * 1000 / N))" "$(ratio "$b_json" "$b_text")" "$server_before"
+fi
+if [[ -x /usr/bin/time ]]; then
+  printf 'peak RSS, minor page faults: text %s; json %s\n' \
+    "$(memory "$RLOCK" status)" "$(memory "$RLOCK" --json status)"
+  if [[ -n "$BEFORE" ]]; then
+    printf 'before: text %s; json %s\n' \
+      "$(memory "$BEFORE" status)" "$(memory "$BEFORE" --json status)"
+  fi
 fi

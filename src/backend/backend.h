@@ -7,6 +7,7 @@
 /// its users (LockClient, the heartbeat, status) never know whether they
 /// talk to one server, a Sentinel-managed master, a Cluster or a quorum.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,12 @@ struct Outcome {
 
 /// A lock name with the reply (an error reply in place) of one call on it.
 using NamedReply = std::pair<std::string, redis::Reply>;
+
+/// Takes each lock's reply of Backend::for_every_lock as soon as it is read
+/// (the name and the reply are the sink's to keep); an error stops the
+/// listing with it. A sink does no I/O on the backend: the listing's reads
+/// may still be in flight on its connections.
+using LockSink = std::function<Result<void>(std::string name, redis::Reply reply)>;
 
 class Backend {
  public:
@@ -75,8 +82,17 @@ class Backend {
   }
 
   /// Runs `call` on every live lock under the prefix, on every server that
-  /// holds locks, sorted by name.
-  virtual Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) = 0;
+  /// holds locks, and hands each lock's reply (an error reply in place) to
+  /// `sink` as soon as it is read: in no particular order, and a name may
+  /// come more than once (SCAN may return a key twice; a Cluster slot may
+  /// move during the listing). A large listing is thus never held as
+  /// replies: the caller keeps what it makes of each.
+  virtual Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) = 0;
+
+  /// for_every_lock, collected: the replies sorted by name, each name once
+  /// (its first reply). For a caller that needs every reply at once (a
+  /// quorum merging its members' listings).
+  Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call);
 
   /// A readable fd that cuts connecting, commands and retry pauses short
   /// with Error::Code::interrupted (-1: none).

@@ -147,7 +147,7 @@ class ClusterBackend final : public Backend {
                              Millis block) override;
   Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
                                                Millis block, const lock::Call& then) override;
-  Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
+  Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
 
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
@@ -452,14 +452,15 @@ Result<std::optional<Outcome>> ClusterBackend::wait_then_run(const std::string& 
   return std::optional<Outcome>(std::move(*outcome));
 }
 
-Result<std::vector<NamedReply>> ClusterBackend::run_on_every_lock(const lock::Call& call) {
+Result<void> ClusterBackend::for_every_lock(const lock::Call& call, const LockSink& sink) {
   const Millis timeout = command_timeout();
   // The whole map, freshly: a listing must see every master there is now.
   if (auto refreshed = refresh(Clock::now() + timeout); !refreshed)
     return std::unexpected(refreshed.error());
-  std::vector<NamedReply> replies;
   // One master after another: a status listing is not latency-critical, and
-  // each master's locks go in pipelined batches.
+  // each master's locks go in pipelined batches. A lock seen on two masters
+  // (its slot migrated during the listing) reaches `sink` twice: the caller
+  // lists it once.
   for (const auto& node : serving_masters()) {
     auto connect = [&]() { return connection(node, Clock::now() + timeout); };
     auto load = [&](const std::string& name) -> Result<void> {
@@ -467,32 +468,32 @@ Result<std::vector<NamedReply>> ClusterBackend::run_on_every_lock(const lock::Ca
       if (!loaded) return std::unexpected(loaded.error());
       return {};
     };
-    auto listed = scan_and_run(connect, load, m_target.prefix, call, timeout);
+    // A lock whose slot moved since SCAN (resharding, failover) is asked
+    // where it is now, once this master's listing is over (its reads may
+    // still be in flight on the connection run() would use).
+    std::vector<std::string> moved;
+    auto listed =
+        scan_and_run(connect, load, m_target.prefix, call, timeout,
+                     [&](std::string name, redis::Reply reply) -> Result<void> {
+                       const auto kind = reply.is_error() ? redis::server_error_kind(reply.str)
+                                                          : redis::ServerError::none;
+                       if (kind == redis::ServerError::moved || kind == redis::ServerError::ask) {
+                         moved.push_back(std::move(name));
+                         return {};
+                       }
+                       return sink(std::move(name), std::move(reply));
+                     });
     if (!listed) {
       if (listed.error().code == Error::Code::unreachable) drop(node);
       return std::unexpected(listed.error());
     }
-    for (auto& [name, reply] : *listed) {
-      // A lock whose slot moved since SCAN (resharding, failover) is asked
-      // where it is now.
-      const auto kind =
-          reply.is_error() ? redis::server_error_kind(reply.str) : redis::ServerError::none;
-      if (kind == redis::ServerError::moved || kind == redis::ServerError::ask) {
-        auto again = run(name, call, Clock::now() + timeout);
-        if (!again) return std::unexpected(again.error());
-        reply = std::move(again->reply);
-      }
-      replies.emplace_back(std::move(name), std::move(reply));
+    for (auto& name : moved) {
+      auto again = run(name, call, Clock::now() + timeout);
+      if (!again) return std::unexpected(again.error());
+      if (auto taken = sink(std::move(name), std::move(again->reply)); !taken) return taken;
     }
   }
-  // A lock seen on two masters (its slot migrated during the listing) is
-  // listed once.
-  std::stable_sort(replies.begin(), replies.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  replies.erase(std::unique(replies.begin(), replies.end(),
-                            [](const auto& a, const auto& b) { return a.first == b.first; }),
-                replies.end());
-  return replies;
+  return {};
 }
 
 }  // namespace

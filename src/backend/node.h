@@ -92,14 +92,15 @@ Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const 
                                                  Millis command_timeout);
 
 /// Runs `call` on every lock SCAN finds on one node (`connect` gives its
-/// connection), as run_batched does; the replies (error replies in place)
-/// sorted by name, each name once. For `status` the walk and the reads
-/// overlap (the reads of what one SCAN step found go out with the next
-/// step).
-Result<std::vector<NamedReply>> scan_and_run(
-    const std::function<Result<redis::Connection*>()>& connect,
-    const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
-    const lock::Call& call, Millis command_timeout);
+/// connection), as run_batched does, and hands each reply (error replies in
+/// place) to `sink` as Backend::for_every_lock says. For `status` the walk
+/// and the reads overlap (the reads of what one SCAN step found go out with
+/// the next step), and each batch's replies go to `sink` as soon as they
+/// are read.
+Result<void> scan_and_run(const std::function<Result<redis::Connection*>()>& connect,
+                          const std::function<Result<void>(const std::string& name)>& load,
+                          const std::string& prefix, const lock::Call& call, Millis command_timeout,
+                          const LockSink& sink);
 
 /// Runs `call` on each of `names` (all on one node), pipelined in batches;
 /// the replies (error replies in place) in the order of `names`. `connect`

@@ -287,7 +287,7 @@ class QuorumBackend final : public Backend {
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
   Result<void> wait_for_wake(const std::string& name, const std::string& token,
                              Millis block) override;
-  Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
+  Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
 
   void set_interrupt_fd(int fd) override { m_interrupt_fd = fd; }
   int interrupt_fd() const override { return m_interrupt_fd; }
@@ -802,7 +802,7 @@ Result<void> QuorumBackend::wait_for_wake(const std::string& name, const std::st
       too_few(fmt::format("lock '{}': none could be waited on", name), *replies));
 }
 
-Result<std::vector<NamedReply>> QuorumBackend::run_on_every_lock(const lock::Call& call) {
+Result<void> QuorumBackend::for_every_lock(const lock::Call& call, const LockSink& sink) {
   auto batch = std::make_shared<Batch>(m_members.size());
   for (std::size_t k = 0; k < m_members.size(); ++k) {
     batch->jobs[k] = post(k, [batch, k, call](Backend& backend) {
@@ -859,11 +859,12 @@ Result<std::vector<NamedReply>> QuorumBackend::run_on_every_lock(const lock::Cal
   }
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(too_few(fmt::format("only {} listed their locks", answered), *replies));
-  std::vector<NamedReply> out;
-  out.reserve(locks.size());
+  // Merged here, from every member's whole listing: a lock's members'
+  // replies are needed together.
   const auto names = member_names();
-  for (auto& [name, members] : locks) out.emplace_back(name, lock::combine_status(names, members));
-  return out;
+  for (auto& [name, members] : locks)
+    if (auto taken = sink(name, lock::combine_status(names, members)); !taken) return taken;
+  return {};
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ class ServerBackend final : public Backend {
                              Millis block) override;
   Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
                                                Millis block, const lock::Call& then) override;
-  Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call) override;
+  Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
 
   redis::Connection* start(const std::string& name, const lock::Call& call) override;
   redis::Connection* start_wake(const std::string& name, const std::string& token,
@@ -379,13 +379,13 @@ Result<std::optional<Outcome>> ServerBackend::wait_then_run(const std::string& n
   return std::optional<Outcome>(std::move(*outcome));
 }
 
-Result<std::vector<NamedReply>> ServerBackend::run_on_every_lock(const lock::Call& call) {
+Result<void> ServerBackend::for_every_lock(const lock::Call& call, const LockSink& sink) {
   const Deadline connect_by = Clock::now() + command_timeout();
   // SCAN on one Cluster node would see only that node's locks.
   if (may_be_cluster() && !m_cluster && !m_not_cluster) {
     if (auto probed = probe_cluster(connect_by); !probed) return std::unexpected(probed.error());
   }
-  if (m_cluster) return m_cluster->run_on_every_lock(call);
+  if (m_cluster) return m_cluster->for_every_lock(call, sink);
   if (auto conn = connection(connect_by); !conn) return std::unexpected(conn.error());
   auto connect = [this]() { return connection(Clock::now() + command_timeout()); };
   auto load = [&](const std::string& name) -> Result<void> {
@@ -393,7 +393,7 @@ Result<std::vector<NamedReply>> ServerBackend::run_on_every_lock(const lock::Cal
     if (!loaded) return std::unexpected(loaded.error());
     return {};
   };
-  return scan_and_run(connect, load, m_target.prefix, call, command_timeout());
+  return scan_and_run(connect, load, m_target.prefix, call, command_timeout(), sink);
 }
 
 }  // namespace

@@ -44,7 +44,15 @@ std::optional<std::string> unescape_name(std::string_view escaped) {
 }
 
 std::string base_key(std::string_view prefix, std::string_view name) {
-  return fmt::format("{}{{{}}}:", prefix, escape_name(name));
+  // Appended, not fmt::format: a status listing builds it for every lock,
+  // and parsing the format string was most of its cost.
+  std::string key;
+  key.reserve(prefix.size() + name.size() + 4);
+  key += prefix;
+  key += '{';
+  key += escape_name(name);
+  key += "}:";
+  return key;
 }
 
 std::vector<std::string> lock_keys(std::string_view prefix, std::string_view name) {

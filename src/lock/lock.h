@@ -3,6 +3,7 @@
 /// release, forced release and status, each one atomic script on the server.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -24,6 +25,11 @@ inline constexpr Millis k_recheck_interval{1000};
 /// It keeps its token, so it keeps its place, or rejoins at the end if the
 /// server lost the queue.
 inline constexpr Millis k_outage_tolerance{30'000};
+
+/// The views of a listing. A deque: it grows without moving what it holds
+/// or touching twice its size (a vector doubling to 100000 views faulted in
+/// 35 MB for the 17 MB it kept).
+using Listing = std::deque<LockView>;
 
 /// The lock operations on one backend: the protocol (lock/protocol.h) plus
 /// what a client decides between calls (the FIFO wait, giving back a lease
@@ -63,7 +69,7 @@ class LockClient {
 
   Result<LockView> status(const std::string& name);
   /// Every live lock under the prefix, sorted by name.
-  Result<std::vector<LockView>> list();
+  Result<Listing> list();
 
   backend::Backend& backend() { return *m_backend; }
 
@@ -82,6 +88,11 @@ class LockClient {
 
   std::unique_ptr<backend::Backend> m_backend;
 };
+
+/// Sorts a listing's views by name, each name once: the first one read (a
+/// backend may read a lock twice: SCAN returned its key twice, or its
+/// Cluster slot moved during the listing).
+void sort_by_name(Listing& views);
 
 /// The identity of this process (user@host, host, pid, command line).
 Identity local_identity(long pid, std::string command);

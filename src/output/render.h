@@ -36,6 +36,7 @@ void claim_standard_fds();
 [[nodiscard]] Result<void> print_status(const lock::LockView& view, bool json);
 /// `status`: one row per lock; a lock that could not be read gets a row
 /// saying so (JSON: the "broken" list).
+[[nodiscard]] Result<void> print_list(const lock::Listing& views, bool json);
 [[nodiscard]] Result<void> print_list(const std::vector<lock::LockView>& views, bool json);
 
 Json holder_json(const lock::HolderView& h);
