@@ -39,7 +39,7 @@ Result<void> emit(const std::string& text) {
 /// A listing is written in pieces of about this size, as it is rendered: the
 /// output of 100000 locks (12 MB of text, 30 MB of JSON) never exists as
 /// one string, whose pages cost as much to fault in as to fill.
-constexpr std::size_t k_piece = 64 * 1024;
+constexpr std::size_t k_piece = std::size_t{64} * 1024;
 
 /// Emits `out` and empties it once it holds a piece.
 Result<void> emit_piece(std::string& out) {
