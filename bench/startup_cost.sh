@@ -38,15 +38,15 @@ done
 # shellcheck source=scripts/lib.sh
 source "$REPO/scripts/lib.sh"
 
-dir="$(mktemp -d)"
-port="$(free_loopback_port)"
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-  --daemonize no >/dev/null &
-server=$!
-trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+dir="$(mktemp -d "${TMPDIR:-/tmp}/rlock-bench.XXXXXX")"
+cleanup() {
+  stop_private_redis
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+start_private_redis "$dir" || { echo "could not start redis-server" >&2; exit 1; }
 unset REDIS_URL RLOCK_PREFIX RLOCK_PASSWORD REDISCLI_AUTH RLOCK_CONFIG
-export RLOCK_URL="redis://127.0.0.1:$port/0" HOME="$dir"
+export RLOCK_URL="redis://127.0.0.1:$PRIVATE_REDIS_PORT/0" HOME="$dir"
 
 # measure LABEL COMMAND...: one row (faults, cpu ms, instructions).
 measure() {

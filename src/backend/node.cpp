@@ -251,7 +251,11 @@ Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const 
 
 namespace {
 
-/// run_batched for any operation: the lock script once per name.
+/// Runs `call` on each of `names` (all on one node), pipelined in batches;
+/// the replies (error replies in place) in the order of `names`. `connect`
+/// gives the node's connection. When the script cache was emptied, `load`
+/// runs the call for one name with every retry (the EVAL fallback loads the
+/// script again) and the batch is sent once more.
 Result<std::vector<redis::Reply>> run_scripts(
     const std::function<Result<redis::Connection*>()>& connect,
     const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
@@ -336,11 +340,11 @@ class StatusListing {
         m_timeout(command_timeout),
         m_deliver(std::move(deliver)) {}
 
-  /// Reads every lock of m_names (found by the walk first when `scan`),
-  /// each reply delivered as soon as it is read: a batch's replies are
+  /// Walks the keyspace (SCAN, the names into m_names) and reads every
+  /// lock it finds, each reply delivered as soon as it is read: a batch's replies are
   /// gone before the next batch is decoded, so a listing never holds more
   /// than a few batches of replies.
-  Result<void> run(bool scan);
+  Result<void> run();
 
   /// A deque: a walk of 100000 locks grows it without copying it.
   std::deque<std::string> m_names;
@@ -459,8 +463,7 @@ Result<void> StatusListing::read_second(Sent& batch, std::vector<redis::Reply>& 
   return {};
 }
 
-Result<void> StatusListing::run(bool scan) {
-  if (m_names.empty() && !scan) return {};
+Result<void> StatusListing::run() {
   auto conn = m_connect();
   if (!conn) return std::unexpected(conn.error());
   m_conn = *conn;
@@ -468,7 +471,9 @@ Result<void> StatusListing::run(bool scan) {
   const Deadline scan_until = Clock::now() + k_scan_budget;
   std::string cursor = "0";
   int steps = 0;
-  bool scan_sent = false;
+  // Whether the walk goes on (until SCAN's cursor is back at 0), and
+  // whether its next step is out.
+  bool scan = true, scan_sent = false;
   for (;;) {
     if (scan && !scan_sent) {
       if (++steps > k_max_scan_steps) return too_many_steps(*m_conn);
@@ -532,23 +537,6 @@ Result<void> StatusListing::run_scripts_for_the_rest() {
 
 }  // namespace
 
-Result<std::vector<redis::Reply>> run_batched(
-    const std::function<Result<redis::Connection*>()>& connect,
-    const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
-    const std::vector<std::string>& names, const lock::Call& call, Millis command_timeout) {
-  if (lock::operation_of(call) != lock::Operation::status)
-    return run_scripts(connect, load, prefix, names, call, command_timeout);
-  std::vector<redis::Reply> replies(names.size());
-  StatusListing listing(connect, load, prefix, call, command_timeout,
-                        [&replies](std::size_t index, redis::Reply reply) -> Result<void> {
-                          replies[index] = std::move(reply);
-                          return {};
-                        });
-  listing.m_names.assign(names.begin(), names.end());
-  if (auto done = listing.run(false); !done) return std::unexpected(done.error());
-  return replies;
-}
-
 Result<void> scan_and_run(const std::function<Result<redis::Connection*>()>& connect,
                           const std::function<Result<void>(const std::string& name)>& load,
                           const std::string& prefix, const lock::Call& call, Millis command_timeout,
@@ -558,7 +546,7 @@ Result<void> scan_and_run(const std::function<Result<redis::Connection*>()>& con
     if (!conn) return std::unexpected(conn.error());
     auto names = scan_lock_names(**conn, prefix, command_timeout);
     if (!names) return std::unexpected(names.error());
-    auto batch = run_batched(connect, load, prefix, *names, call, command_timeout);
+    auto batch = run_scripts(connect, load, prefix, *names, call, command_timeout);
     if (!batch) return std::unexpected(batch.error());
     for (std::size_t k = 0; k < names->size(); ++k)
       if (auto taken = sink(std::move((*names)[k]), std::move((*batch)[k])); !taken) return taken;
@@ -572,7 +560,7 @@ Result<void> scan_and_run(const std::function<Result<redis::Connection*>()>& con
                           return sink(std::move((*names)[index]), std::move(reply));
                         });
   names = &listing.m_names;
-  return listing.run(true);
+  return listing.run();
 }
 
 Result<std::vector<NamedReply>> Backend::run_on_every_lock(const lock::Call& call) {

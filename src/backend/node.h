@@ -92,8 +92,10 @@ Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const 
                                                  Millis command_timeout);
 
 /// Runs `call` on every lock SCAN finds on one node (`connect` gives its
-/// connection), as run_batched does, and hands each reply (error replies in
-/// place) to `sink` as Backend::for_every_lock says. For `status` the walk
+/// connection), the lock script once per name in pipelined batches, and
+/// hands each reply (error replies in place) to `sink` as
+/// Backend::for_every_lock says. `status` is answered by plain reads where
+/// they give the script's very reply (status_reads.h). For `status` the walk
 /// and the reads overlap (the reads of what one SCAN step found go out with
 /// the next step), and each batch's replies go to `sink` as soon as they
 /// are read.
@@ -101,16 +103,5 @@ Result<void> scan_and_run(const std::function<Result<redis::Connection*>()>& con
                           const std::function<Result<void>(const std::string& name)>& load,
                           const std::string& prefix, const lock::Call& call, Millis command_timeout,
                           const LockSink& sink);
-
-/// Runs `call` on each of `names` (all on one node), pipelined in batches;
-/// the replies (error replies in place) in the order of `names`. `connect`
-/// gives the node's connection. When the script cache was emptied, `load`
-/// runs the call for one name with every retry (the EVAL fallback loads the
-/// script again) and the batch is sent once more. `status` is answered by
-/// plain reads where they give the script's very reply (status_reads.h).
-Result<std::vector<redis::Reply>> run_batched(
-    const std::function<Result<redis::Connection*>()>& connect,
-    const std::function<Result<void>(const std::string& name)>& load, const std::string& prefix,
-    const std::vector<std::string>& names, const lock::Call& call, Millis command_timeout);
 
 }  // namespace rlock::backend

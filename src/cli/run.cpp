@@ -274,8 +274,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                       const sigset_t& ignored, const sigset_t& original_mask) {
   auto release_now = [&] { (void)client.release(name, hold.grant.token); };
   // The guardian first, while rlock is one thread with little memory: a
-  // fork after the heartbeat thread has started costs twice the page
-  // faults (its stack and buffers are copied on write).
+  // fork after the heartbeat thread and the signalfd existed cost about
+  // seven times the page faults (their pages are copied on write).
   auto guardian = supervise::Guardian::start(timing.kill_after,
                                              supervise::must_be_dead_by(hold.confirmed, timing));
   if (!guardian) {
@@ -287,8 +287,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     release_now();
     return report(signals.error());
   }
-  auto heartbeat = supervise::Heartbeat::start({client.backend().clone(), name, hold.grant.token},
-                                               timing, hold.confirmed);
+  auto heartbeat = supervise::Heartbeat::create({client.backend().clone(), name, hold.grant.token},
+                                                timing, hold.confirmed);
   if (!heartbeat) {
     release_now();
     return report(heartbeat.error());

@@ -28,7 +28,7 @@ void signal_eventfd(int fd) {
 }
 
 /// How long into the command the heartbeat thread starts and connects, if
-/// no renewal is due sooner (see Heartbeat::start).
+/// no renewal is due sooner (see Heartbeat::create).
 constexpr Millis k_start_after{100};
 
 void drain_eventfd(int fd) {
@@ -38,8 +38,8 @@ void drain_eventfd(int fd) {
 
 }  // namespace
 
-Result<std::unique_ptr<Heartbeat>> Heartbeat::start(HeartbeatTarget target, const Timing& timing,
-                                                    Deadline confirmed) {
+Result<std::unique_ptr<Heartbeat>> Heartbeat::create(HeartbeatTarget target, const Timing& timing,
+                                                     Deadline confirmed) {
   auto stop = new_eventfd();
   if (!stop) return std::unexpected(stop.error());
   auto news = new_eventfd();

@@ -43,8 +43,8 @@ class Heartbeat {
   /// command, or at the first renewal if sooner. A command that ends sooner
   /// (`rlock run x -- true`, a quick cron job) never costs a thread or a
   /// second connection, and its start does not wait for either.
-  static Result<std::unique_ptr<Heartbeat>> start(HeartbeatTarget target, const Timing& timing,
-                                                  Deadline confirmed);
+  static Result<std::unique_ptr<Heartbeat>> create(HeartbeatTarget target, const Timing& timing,
+                                                   Deadline confirmed);
   /// When the thread is due to start; nullopt once it has (or could not).
   std::optional<Deadline> starts_at() const {
     return m_started ? std::nullopt : std::optional<Deadline>(m_starts_at);
