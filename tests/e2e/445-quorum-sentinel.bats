@@ -24,16 +24,25 @@ teardown_file() {
   stop_sentinel_topology
 }
 
-@test "quorum with a Sentinel member: the lock is on the Sentinel's master and both servers" {
+@test "quorum with a Sentinel member: the lock is on a majority of the Sentinel's master and both servers, and gone from all after release" {
   rl 0 acquire qs -t 3s
   local token="$output"
-  assert_equal "$(node_cli "$(master_port)" ZCARD 'rlock:{qs}:h')" 1
-  assert_equal "$(redis-cli -p "$PLAIN_1" ZCARD 'rlock:{qs}:h')" 1
-  assert_equal "$(redis-cli -p "$PLAIN_2" ZCARD 'rlock:{qs}:h')" 1
+  # A member slower than the majority by more than the acquire took so far
+  # is given back its grant by design (the Sentinel member needs its
+  # discovery first): only a majority is certain here. That the Sentinel
+  # group counts in the majority is the next test's, with a server dead.
+  local holders=0 held
+  for held in "$(node_cli "$(master_port)" ZCARD 'rlock:{qs}:h')" \
+    "$(redis-cli -p "$PLAIN_1" ZCARD 'rlock:{qs}:h')" "$(redis-cli -p "$PLAIN_2" ZCARD 'rlock:{qs}:h')"; do
+    if [[ $held == 1 ]]; then holders=$((holders + 1)); fi
+  done
+  assert [ "$holders" -ge 2 ]
   rl 0 status qs
   assert_output --regexp "ok +master 'mymaster' of Sentinels|ok +master '$TOPO_NAME' of Sentinels"
   rl 0 release qs --token "$token"
   assert_equal "$(node_cli "$(master_port)" EXISTS 'rlock:{qs}:h')" 0
+  assert_equal "$(redis-cli -p "$PLAIN_1" EXISTS 'rlock:{qs}:h')" 0
+  assert_equal "$(redis-cli -p "$PLAIN_2" EXISTS 'rlock:{qs}:h')" 0
 }
 
 @test "quorum with a Sentinel member: with one plain server dead, the Sentinel group and the other make the majority" {
