@@ -142,6 +142,87 @@ class RlockClient:
         return self.script(keys=self.keys, args=["release", token])
 
 
+class RawClient:
+    """The same protocol over a bare socket: requests encoded once, replies
+    read with a minimal RESP2 parser. redis-py spends tens of microseconds
+    per call in Python; this client spends a few, so what 1b measures with
+    it is the protocol (the server and the two processes' wake-ups), and its
+    round trip is the baseline measured the same way."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    @staticmethod
+    def encode(*args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise SystemExit("redis-server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise SystemExit(f"redis error: {rest.decode()}")
+        if kind == b":":
+            return int(rest)
+        n = int(rest)
+        if n < 0:
+            return None
+        if kind == b"*":
+            return [self.read() for _ in range(n)]
+        while len(self.buf) < n + 2:
+            self.buf += self.sock.recv(65536)
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def call(self, *args):
+        self.sock.sendall(self.encode(*args))
+        return self.read()
+
+
+class RawRlockClient:
+    """RlockClient's acquire and release over a RawClient."""
+
+    def __init__(self, port, name, sha):
+        self.c = RawClient(port)
+        self.sha, self.name = sha, name
+        self.keys = lock_keys(name)
+        self.blob = netstrings(["bench", socket.gethostname(), str(os.getpid()), "bench"])
+
+    def acquire(self, ttl_ms=30000):
+        token = os.urandom(16).hex()
+        try_once = RawClient.encode("EVALSHA", self.sha, len(self.keys), *self.keys, "acquire",
+                                    token, "exclusive", 1, ttl_ms, self.blob, 1,
+                                    WAITER_LEASE_MS)
+        self.c.sock.sendall(try_once)
+        reply = self.c.read()
+        if reply[0] != 1:
+            block = RawClient.encode("BLPOP", wake_key(self.name, token), RECHECK_S) + try_once
+            while reply[0] != 1:
+                self.c.sock.sendall(block)
+                self.c.read()
+                reply = self.c.read()
+        return token
+
+    def release(self, token):
+        return self.c.call("EVALSHA", self.sha, len(self.keys), *self.keys, "release", token)
+
+
 # --- measurements ----------------------------------------------------------------
 
 
@@ -158,6 +239,20 @@ def rtt_us(port, n=3000, idle=0.0):
             time.sleep(idle)
         t0 = time.perf_counter()
         r.ping()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return pct(samples, 50), pct(samples, 99)
+
+
+def raw_rtt_us(port, n=300, idle=0.0):
+    """rtt_us with RawClient: median and p99 of a PING, in microseconds."""
+    c = RawClient(port)
+    c.call("PING")
+    samples = []
+    for _ in range(n):
+        if idle:
+            time.sleep(idle)
+        t0 = time.perf_counter()
+        c.call("PING")
         samples.append((time.perf_counter() - t0) * 1e6)
     return pct(samples, 50), pct(samples, 99)
 
@@ -341,41 +436,81 @@ def polling_handoff(srv, waiters, handoffs):
     return lat, cpu / handoffs * 1e6
 
 
-def _pingpong_worker(port, name, rounds, out):
-    cl = RlockClient(port, name)
+def _pingpong_worker(port, name, rounds, out, sha):
+    cl = RawRlockClient(port, name, sha) if sha else RlockClient(port, name)
+    held, released = [], []
     for _ in range(rounds):
         tok = cl.acquire()
-        out.put(("held", time.monotonic()))
+        held.append(time.monotonic())
         # Long enough for the other process to queue and block in BLPOP, so
         # that the handoff starts from idle processes, like the idle RTT.
         time.sleep(0.01)
-        out.put(("release", time.monotonic()))
+        released.append(time.monotonic())
         cl.release(tok)
+    # Sent once at the end: a queue's feeder thread must not run beside
+    # the handoffs it would measure.
+    out.put((held, released))
 
 
-def protocol_handoff(srv, rounds):
-    """The protocol alone: two processes with the Python client take turns;
-    a handoff is from one sending its release to the other holding (its
-    pipelined confirmation answered). No process start, no pipe back to a
-    driver: what `rlock` itself adds is in 1)."""
+def protocol_handoff(srv, rounds, raw=False):
+    """The protocol alone: two processes take turns; a handoff is from one
+    sending its release to the other holding (its pipelined confirmation
+    answered). No process start, no pipe back to a driver: what `rlock`
+    itself adds is in 1). With `raw`, the processes speak through RawClient
+    (the protocol's own cost), otherwise through redis-py (RlockClient).
+    Returns the latencies (us), the server's CPU per round (us: a handoff
+    and the next acquire that queues) and, with `raw`, Redis' own time per
+    kind of call (SLOWLOG, us, medians)."""
+    sha = None
+    if raw:
+        sha = RawClient(srv.port).call("SCRIPT", "LOAD", SCRIPT).decode()
+        log = srv.client()
+        log.config_set("slowlog-log-slower-than", 0)
+        log.config_set("slowlog-max-len", 64 * rounds + 64)
+        log.slowlog_reset()
     ctx = mp.get_context("fork")
     out = ctx.Queue()
-    ps = [ctx.Process(target=_pingpong_worker, args=(srv.port, "pingpong", rounds, out))
+    ps = [ctx.Process(target=_pingpong_worker, args=(srv.port, "pingpong", rounds, out, sha))
           for _ in range(2)]
+    c0 = srv.cpu()
     for p in ps:
         p.start()
-    events = sorted(out.get(timeout=120) for _ in range(4 * rounds))
+    results = [out.get(timeout=120) for _ in ps]
     for p in ps:
         p.join(30)
-    # Sorted by kind, then time: pair each release with the next hold.
-    releases = sorted(t for kind, t in events if kind == "release")
-    holds = sorted(t for kind, t in events if kind == "held")
-    lat = []
+    cpu = srv.cpu() - c0 - srv.probe
+    own = {}
+    if raw:
+        own = _slowlog_by_call(log.execute_command("SLOWLOG", "GET", 64 * rounds + 64))
+        log.config_set("slowlog-log-slower-than", 10000)
+    releases = sorted(t for _, rel in results for t in rel)
+    holds = sorted(t for held, _ in results for t in held)
+    # Pair each release with the next hold.
+    lat, k = [], 0
     for r in releases:
-        nxt = next((h for h in holds if h > r), None)
-        if nxt is not None:
-            lat.append((nxt - r) * 1e6)
-    return lat
+        while k < len(holds) and holds[k] <= r:
+            k += 1
+        if k < len(holds):
+            lat.append((holds[k] - r) * 1e6)
+    return lat, cpu / max(len(lat), 1) * 1e6, own
+
+
+def _slowlog_by_call(entries):
+    """Median microseconds per kind of call in SLOWLOG entries: the lock
+    script's operation (its first argument) for EVALSHA, the command's name
+    otherwise; the script's own redis.call()s are logged too, and left out."""
+    by = {}
+    for entry in entries:
+        args = [a.decode() if isinstance(a, bytes) else str(a) for a in entry[3]]
+        if args[0].upper() == "EVALSHA":
+            op = args[3 + int(args[2])] if len(args) > 3 + int(args[2]) else "?"
+            if op == "acquire":
+                # A first try queues; the pipelined one behind BLPOP confirms.
+                op = "acquire (queues or confirms)"
+            by.setdefault(op, []).append(entry[2])
+        elif args[0].upper() == "BLPOP":
+            by.setdefault("BLPOP", []).append(entry[2])
+    return {k: statistics.median(v) for k, v in by.items()}
 
 
 # --- whole processes ---------------------------------------------------------------
@@ -582,12 +717,25 @@ def main():
                       f"{idle * 100:>8.1f}%", flush=True)
             print()
         if "1" in sections:
-            lat = protocol_handoff(srv, a.handoffs)
-            med = statistics.median(lat)
-            print("1b) the protocol alone: two processes (Python client) take turns; "
-                  "release sent -> the other holds")
-            print(f"{'':>8} {med:>7.0f}us {pct(lat, 99):>7.0f}us {med / rtt:>8.1f} "
-                  f"{med / hot:>6.1f}   (median, p99, /RTT, x hot)")
+            print("1b) the protocol alone: two processes take turns; release sent -> the other "
+                  "holds (its pipelined confirmation answered)")
+            raw_hot, _ = raw_rtt_us(srv.port, n=3000)
+            raw_idle, _ = raw_rtt_us(srv.port, n=300, idle=0.01)
+            print(f"   bare-socket client's own PING: back-to-back {raw_hot:.0f} us, after 10 ms "
+                  f"idle {raw_idle:.0f} us (its /RTT and x hot use these)")
+            print(f"{'client':<24} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
+                  f"{'cpu/round':>10} {'pings':>6}")
+            own = {}
+            for label, raw, base_idle, base_hot in (("redis-py", False, rtt, hot),
+                                                    ("bare socket", True, raw_idle, raw_hot)):
+                lat, cpu, got = protocol_handoff(srv, a.handoffs, raw=raw)
+                own = got or own
+                med = statistics.median(lat)
+                print(f"{label:<24} {med:>7.0f}us {pct(lat, 99):>7.0f}us {med / base_idle:>8.1f} "
+                      f"{med / base_hot:>6.1f} {cpu:>8.0f}us {cpu / ping_cpu:>6.1f}", flush=True)
+            print("   cpu/round: Redis CPU per handoff plus the next acquire that queues "
+                  "(INFO); Redis' own time per call (SLOWLOG medians, no I/O):")
+            print("   " + ", ".join(f"{k} {v:.0f} us" for k, v in sorted(own.items())))
             print()
         if "4" in sections:
             print("4) the same handoff with a 100 ms polling peer (redis-py Lock, sleep=0.1)")
