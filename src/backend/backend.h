@@ -48,6 +48,11 @@ using NamedReply = std::pair<std::string, redis::Reply>;
 /// may still be in flight on its connections.
 using LockSink = std::function<Result<void>(std::string name, redis::Reply reply)>;
 
+/// Takes each part of a deployment that Backend::for_every_reachable_lock
+/// had to leave out (a Cluster master still out of reach when the retries
+/// ran out): why, naming it (host:port, never a password).
+using GapSink = std::function<void(Error why)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -88,6 +93,19 @@ class Backend {
   /// move during the listing). A large listing is thus never held as
   /// replies: the caller keeps what it makes of each.
   virtual Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) = 0;
+
+  /// for_every_lock for a caller that can use a partial listing (`status`,
+  /// which shows an operator what the reachable servers hold while a
+  /// Cluster shard is down): a part of the deployment that stays out of
+  /// reach is handed to `gaps` and the listing goes on with the rest, where
+  /// for_every_lock stops with an error (as this does when `gaps` is empty).
+  /// An error still stops it (nothing reachable at all, an ACL refusal). By
+  /// default (a deployment that is not made of parts) it is for_every_lock.
+  virtual Result<void> for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
+                                                const GapSink& gaps) {
+    (void)gaps;
+    return for_every_lock(call, sink);
+  }
 
   /// for_every_lock, collected: the replies sorted by name, each name once
   /// (its first reply). For a caller that needs every reply at once (a

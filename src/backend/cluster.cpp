@@ -148,6 +148,8 @@ class ClusterBackend final : public Backend {
   Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
                                                Millis block, const lock::Call& then) override;
   Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
+  Result<void> for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
+                                        const GapSink& gaps) override;
 
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
@@ -195,6 +197,9 @@ class ClusterBackend final : public Backend {
   Result<NodeAddress> route(int slot, Deadline deadline);
   /// The masters serving at least one slot, in map order.
   std::vector<NodeAddress> serving_masters() const;
+  /// Runs `call` on every lock of the master `node` (for_every_lock's
+  /// listing of one shard); a failure leaves it without a connection.
+  Result<void> list_master(const NodeAddress& node, const lock::Call& call, const LockSink& sink);
 
   Target m_target;  // the options every node is reached with (host and port aside)
   std::vector<redis::ConnectOptions> m_seeds;
@@ -452,48 +457,121 @@ Result<std::optional<Outcome>> ClusterBackend::wait_then_run(const std::string& 
   return std::optional<Outcome>(std::move(*outcome));
 }
 
+Result<void> ClusterBackend::list_master(const NodeAddress& node, const lock::Call& call,
+                                         const LockSink& sink) {
+  const Millis timeout = command_timeout();
+  auto connect = [&]() { return connection(node, Clock::now() + timeout); };
+  auto load = [&](const std::string& name) -> Result<void> {
+    auto loaded = run(name, call, Clock::now() + timeout);
+    if (!loaded) return std::unexpected(loaded.error());
+    return {};
+  };
+  // A lock whose slot moved since SCAN (resharding, failover) is asked
+  // where it is now, once this master's listing is over (its reads may
+  // still be in flight on the connection run() would use).
+  std::vector<std::string> moved;
+  auto listed =
+      scan_and_run(connect, load, m_target.prefix, call, timeout,
+                   [&](std::string name, redis::Reply reply) -> Result<void> {
+                     const auto kind = reply.is_error() ? redis::server_error_kind(reply.str)
+                                                        : redis::ServerError::none;
+                     if (kind == redis::ServerError::moved || kind == redis::ServerError::ask) {
+                       moved.push_back(std::move(name));
+                       return {};
+                     }
+                     // While a shard has no master (cluster-require-full-coverage, the
+                     // default), every master refuses keys: not a broken lock but a
+                     // shard failing over, so this master is listed again later.
+                     if (kind == redis::ServerError::clusterdown)
+                       return std::unexpected(redis::server_failure(node.text(), reply.str));
+                     return sink(std::move(name), std::move(reply));
+                   });
+  if (!listed) {
+    // Replies may still be in flight on the connection.
+    drop(node);
+    return listed;
+  }
+  for (auto& name : moved) {
+    auto again = run(name, call, Clock::now() + timeout);
+    if (!again) return std::unexpected(again.error());
+    if (auto taken = sink(std::move(name), std::move(again->reply)); !taken) return taken;
+  }
+  return {};
+}
+
 Result<void> ClusterBackend::for_every_lock(const lock::Call& call, const LockSink& sink) {
+  return for_every_reachable_lock(call, sink, {});
+}
+
+Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
+                                                      const GapSink& gaps) {
   const Millis timeout = command_timeout();
   // The whole map, freshly: a listing must see every master there is now.
   if (auto refreshed = refresh(Clock::now() + timeout); !refreshed)
     return std::unexpected(refreshed.error());
   // One master after another: a status listing is not latency-critical, and
   // each master's locks go in pipelined batches. A lock seen on two masters
-  // (its slot migrated during the listing) reaches `sink` twice: the caller
-  // lists it once.
-  for (const auto& node : serving_masters()) {
-    auto connect = [&]() { return connection(node, Clock::now() + timeout); };
-    auto load = [&](const std::string& name) -> Result<void> {
-      auto loaded = run(name, call, Clock::now() + timeout);
-      if (!loaded) return std::unexpected(loaded.error());
+  // (its slot migrated, or its shard failed over, during the listing)
+  // reaches `sink` twice: the caller lists it once.
+  //
+  // A master that fails (out of reach, or refusing while a shard fails
+  // over) is a shard failing over, as for run(): its slots are asked for
+  // again, of the master a fresh map names for them, until each slot was
+  // listed or the retries run out: the command timeout from the first
+  // failed try, as long as any one operation rides out a failover.
+  std::vector<bool> listed(k_cluster_slots, false);
+  std::optional<Clock::time_point> first_failure;
+  std::optional<Backoff> backoff;
+  for (;;) {
+    std::vector<std::pair<NodeAddress, Error>> failed;
+    for (const auto& node : serving_masters()) {
+      const auto serves = [&](int slot) {
+        const auto o = owner(slot);
+        return o && *o == node;
+      };
+      bool pending = false;
+      for (int slot = 0; slot < k_cluster_slots && !pending; ++slot)
+        pending = !listed[static_cast<size_t>(slot)] && serves(slot);
+      if (!pending) continue;
+      const auto tried_at = Clock::now();
+      auto done = list_master(node, call, sink);
+      if (!done) {
+        const Error& error = done.error();
+        if (error.code != Error::Code::unreachable &&
+            !server_kind(error, {redis::ServerError::clusterdown, redis::ServerError::readonly,
+                                 redis::ServerError::tryagain}))
+          return done;
+        failed.emplace_back(node, error);
+        // The budget counts from the failed try's start: a frozen master
+        // (its reads timing out) is asked for one timeout, as in run().
+        if (!first_failure) first_failure = tried_at;
+        continue;
+      }
+      for (int slot = 0; slot < k_cluster_slots; ++slot)
+        if (serves(slot)) listed[static_cast<size_t>(slot)] = true;
+    }
+    if (failed.empty()) return {};
+    if (!backoff) backoff.emplace(*first_failure + timeout, m_interrupt_fd);
+    if (auto paused = backoff->pause(failed.front().second, describe(), "listing"); !paused) {
+      if (paused.error().code == Error::Code::interrupted) return std::unexpected(paused.error());
+      // Out of time: the caller shows what the others hold, and these (a
+      // caller without a GapSink, such as a quorum, takes the first as the
+      // listing's error: the member failed).
+      const auto spent = format_duration(std::chrono::ceil<Millis>(Clock::now() - *first_failure));
+      for (auto& [node, error] : failed) {
+        error.message = fmt::format(
+            "listing incomplete: Cluster master {} left out ({} after {}): {}", node.text(),
+            error.code == Error::Code::unreachable ? "still out of reach" : "still refusing", spent,
+            error.message);
+        if (!gaps) return std::unexpected(std::move(error));
+        gaps(std::move(error));
+      }
       return {};
-    };
-    // A lock whose slot moved since SCAN (resharding, failover) is asked
-    // where it is now, once this master's listing is over (its reads may
-    // still be in flight on the connection run() would use).
-    std::vector<std::string> moved;
-    auto listed =
-        scan_and_run(connect, load, m_target.prefix, call, timeout,
-                     [&](std::string name, redis::Reply reply) -> Result<void> {
-                       const auto kind = reply.is_error() ? redis::server_error_kind(reply.str)
-                                                          : redis::ServerError::none;
-                       if (kind == redis::ServerError::moved || kind == redis::ServerError::ask) {
-                         moved.push_back(std::move(name));
-                         return {};
-                       }
-                       return sink(std::move(name), std::move(reply));
-                     });
-    if (!listed) {
-      if (listed.error().code == Error::Code::unreachable) drop(node);
-      return std::unexpected(listed.error());
     }
-    for (auto& name : moved) {
-      auto again = run(name, call, Clock::now() + timeout);
-      if (!again) return std::unexpected(again.error());
-      if (auto taken = sink(std::move(name), std::move(again->reply)); !taken) return taken;
-    }
+    m_stale = true;
+    // A map that cannot be loaded now still names masters to try again.
+    (void)refresh(*first_failure + timeout);
   }
-  return {};
 }
 
 }  // namespace

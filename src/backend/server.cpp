@@ -27,6 +27,8 @@ class ServerBackend final : public Backend {
   Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
                                                Millis block, const lock::Call& then) override;
   Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
+  Result<void> for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
+                                        const GapSink& gaps) override;
 
   redis::Connection* start(const std::string& name, const lock::Call& call) override;
   redis::Connection* start_wake(const std::string& name, const std::string& token,
@@ -394,6 +396,17 @@ Result<void> ServerBackend::for_every_lock(const lock::Call& call, const LockSin
     return {};
   };
   return scan_and_run(connect, load, m_target.prefix, call, command_timeout(), sink);
+}
+
+Result<void> ServerBackend::for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
+                                                     const GapSink& gaps) {
+  // Only a Cluster has parts to leave out (the node named is one of them).
+  if (may_be_cluster() && !m_cluster && !m_not_cluster) {
+    if (auto probed = probe_cluster(Clock::now() + command_timeout()); !probed)
+      return std::unexpected(probed.error());
+  }
+  if (m_cluster) return m_cluster->for_every_reachable_lock(call, sink, gaps);
+  return for_every_lock(call, sink);
 }
 
 }  // namespace

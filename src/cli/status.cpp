@@ -17,11 +17,20 @@ Action register_status(CLI::App& command, Context& context) {
     auto client = context.client();
     if (!client) return report(client.error());
     if (names->empty()) {
-      auto views = client->list();
+      // A Cluster shard out of reach: the operator still sees what the
+      // others hold, one line per shard left out says the listing is
+      // incomplete, and the exit status too (never 0 for a partial list).
+      std::vector<Error> gaps;
+      auto views = client->list([&gaps](Error why) { gaps.push_back(std::move(why)); });
       if (!views) return report(views.error());
       if (auto printed = output::print_list(*views, context.global.json); !printed)
         return report(printed.error());
-      return 0;
+      int status = 0;
+      for (const auto& gap : gaps) {
+        const int code = report(gap);
+        if (status == 0 || gap.code == Error::Code::unreachable) status = code;
+      }
+      return status;
     }
     // Exit 0 only if every named lock is held (like `test`), 1 otherwise.
     bool all_held = true;

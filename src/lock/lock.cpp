@@ -287,13 +287,14 @@ void sort_by_name(Listing& views) {
               views.end());
 }
 
-Result<Listing> LockClient::list() {
+Result<Listing> LockClient::list(const backend::GapSink& gaps) {
   // Each reply becomes a view as soon as it is read: a listing of 100000
   // locks never holds all their replies, whose trees took twice the views'
   // memory (and the page faults that come with it).
   Listing views;
-  auto listed = m_backend->for_every_lock(
-      status_call(), [&views](std::string name, const redis::Reply& reply) -> Result<void> {
+  auto listed = m_backend->for_every_reachable_lock(
+      status_call(),
+      [&views](std::string name, const redis::Reply& reply) -> Result<void> {
         // A lock whose keys cannot be read (a foreign key at its name, a
         // malformed record) is listed as broken, and the listing goes on.
         auto view = reply.is_error() ? std::unexpected(redis::classify_server_error(reply.str))
@@ -318,7 +319,8 @@ Result<Listing> LockClient::list() {
         if (!view->holders.empty() || !view->waiters.empty() || disputed)
           views.push_back(std::move(*view));
         return {};
-      });
+      },
+      gaps);
   if (!listed) return std::unexpected(listed.error());
   sort_by_name(views);
   return views;

@@ -68,8 +68,11 @@ class LockClient {
                                                 const std::string& holder_id, const Identity& by);
 
   Result<LockView> status(const std::string& name);
-  /// Every live lock under the prefix, sorted by name.
-  Result<Listing> list();
+  /// Every live lock under the prefix, sorted by name. With `gaps`, a part
+  /// of the deployment that stays out of reach (a Cluster shard) is handed
+  /// to it and the listing holds what the rest holds
+  /// (Backend::for_every_reachable_lock); without, it is an error.
+  Result<Listing> list(const backend::GapSink& gaps = {});
 
   backend::Backend& backend() { return *m_backend; }
 

@@ -443,3 +443,28 @@ stop_cluster() {
     return 1
   fi
 }
+
+# slot_of_master MASTER: the first slot the master MASTER serves.
+slot_of_master() {
+  cluster_cli "$1" --json CLUSTER SLOTS | "$PYTHON" -c '
+import json, sys
+print(next(s[0] for s in json.load(sys.stdin) if str(s[2][1]) == sys.argv[1]))' "$1"
+}
+
+# wait_promoted SLOT OLD [SECONDS]: after a test killed the master OLD
+# itself, waits (default 15 s) until every running node names another
+# master for SLOT (slot_of_master OLD, taken before); prints its port.
+wait_promoted() {
+  _cluster_wait_master_of "$1" "$2" "${3:-15}"
+}
+
+# cluster_config_set PARAMETER VALUE: CONFIG SET on every running node (a
+# node restarted later starts with the default again).
+cluster_config_set() {
+  local p
+  for p in $CLUSTER_PORTS; do
+    running "$(cluster_node_pid "$p")" || continue
+    [[ "$(cluster_cli "$p" CONFIG SET "$1" "$2")" == OK ]] ||
+      fail "cluster_config_set: node $p refused $1 $2"
+  done
+}

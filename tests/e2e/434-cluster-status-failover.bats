@@ -1,0 +1,148 @@
+#!/usr/bin/env bats
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by rl and rl_wait
+# `status` with no name while a Redis Cluster shard is down: the listing
+# rides out a failover (the dead master's slots are asked of the promoted
+# replica within the command timeout), and a shard that stays down is left
+# out loudly: the other shards' locks, one stderr line naming the shard,
+# exit 69 (never a partial listing with exit 0).
+
+load helpers
+load cluster
+
+setup_file() {
+  start_cluster
+}
+
+teardown_file() {
+  stop_cluster
+}
+
+setup() {
+  wait_cluster_healthy
+  local p
+  for p in $(cluster_masters); do redis_cmd "$p" FLUSHALL >/dev/null 2>&1 || (($? == 2)); done
+  M="$BATS_TEST_TMPDIR"
+  # For taking the locks; a test names a node it keeps up for the rest.
+  export RLOCK_URL
+  RLOCK_URL="$(cluster_url)"
+}
+
+teardown() {
+  kill_bg_pids
+}
+
+# hold_one_per_master: takes a lock on each master; "PORT NAME" lines in
+# $M/held (map order). The URL names one node, whichever the test chose.
+hold_one_per_master() {
+  local m name
+  for m in $(cluster_masters); do
+    name="$(lock_on_master "$m" held)"
+    rl 0 acquire "$name" -n -t 120s
+    echo "$m $name" >>"$M/held"
+  done
+}
+
+# held_on PORT / held_off PORT: the names held on the master PORT / on the others.
+held_on() { awk -v p="$1" '$1 == p { print $2 }' "$M/held"; }
+held_off() { awk -v p="$1" '$1 != p { print $2 }' "$M/held"; }
+
+# assert_listed NAME...: each NAME is a row of the text listing in $output.
+assert_listed() {
+  local name
+  [[ -n "$output" ]] || fail "nothing listed (stderr: $stderr)"
+  for name in "$@"; do assert_line --regexp "^$name +exclusive "; done
+}
+
+# assert_json_names NAMES...: $output parses as JSON and its locks are
+# exactly NAMES (sorted as given), none broken.
+assert_json_names() {
+  assert_json
+  assert_equal "$(json '" ".join(l["name"] for l in d["locks"])')" "$*"
+  assert_equal "$(json 'len(d["broken"])')" 0
+}
+
+@test "cluster status: a listing during a kill -9 failover completes once the replica is promoted" {
+  local victim seed slot all new
+  hold_one_per_master
+  victim="$(head -n 1 "$M/held" | cut -d' ' -f1)"
+  seed="$(tail -n 1 "$M/held" | cut -d' ' -f1)"
+  RLOCK_URL="$(cluster_url "$seed")"
+  all="$(cut -d' ' -f2 "$M/held" | sort | tr '\n' ' ')"
+  all="${all% }"
+  slot="$(slot_of_master "$victim")"
+  kill -KILL "$(cluster_node_pid "$victim")"
+  # Started at once, while the master is gone and not yet replaced. The
+  # promotion takes ~2-3 s (cluster-node-timeout 1 s) and may take longer
+  # on a loaded machine: a 15 s budget (--connect-timeout raises the
+  # command timeout) rides it out for certain...
+  rl_bg long status --json --connect-timeout 15s
+  # ... the default one (5 s) either does, or says which shard it left out.
+  rl_bg text status
+  rl_bg json status --json
+  new="$(wait_promoted "$slot" "$victim" 15)"
+  echo "# $victim failed over to $new" >&3
+  rl_wait long 0
+  # shellcheck disable=SC2086
+  assert_json_names $all
+  rl_wait text 0,69
+  if ((status == 0)); then
+    # shellcheck disable=SC2086
+    assert_listed $all
+    assert_equal "$stderr" ""
+  else
+    echo "# the default budget ran out before the promotion" >&3
+    # shellcheck disable=SC2046
+    assert_listed $(held_off "$victim")
+    refute_line --regexp "^$(held_on "$victim") "
+    assert_stderr --regexp "^rlock: error: listing incomplete: .*Cluster master 127\.0\.0\.1:$victim "
+  fi
+  rl_wait json 0,69
+  assert_json
+  if ((status == 69)); then assert_stderr --partial "127.0.0.1:$victim"; fi
+  # Once promoted, the listing is complete at once.
+  rl 0 status
+  # shellcheck disable=SC2086
+  assert_listed $all
+  assert_equal "${#lines[@]}" 4
+}
+
+@test "cluster status: a shard whose master and replica are both down is left out: the rest, one line naming it, exit 69" {
+  local victim replica seed live dead
+  # Redis' default (cluster-require-full-coverage yes) has every master
+  # refuse keys once a shard is down: nothing could be listed. With it
+  # off, the other shards answer.
+  cluster_config_set cluster-require-full-coverage no
+  hold_one_per_master
+  victim="$(head -n 1 "$M/held" | cut -d' ' -f1)"
+  seed="$(tail -n 1 "$M/held" | cut -d' ' -f1)"
+  replica="$(replica_of "$victim")"
+  [[ -n "$replica" ]] || fail "master $victim has no replica"
+  RLOCK_URL="$(cluster_url "$seed")"
+  live="$(held_off "$victim" | sort | tr '\n' ' ')"
+  live="${live% }"
+  dead="$(held_on "$victim")"
+  kill -KILL "$(cluster_node_pid "$replica")" "$(cluster_node_pid "$victim")"
+  # Side by side: each one waits out its command timeout (5 s).
+  rl_bg text status
+  rl_bg json status --json
+  rl_bg live status "$(held_off "$victim" | head -n 1)"
+  rl_bg dead status "$dead"
+  rl_wait text 69
+  # shellcheck disable=SC2086
+  assert_listed $live
+  refute_line --regexp "^$dead "
+  assert_equal "${#lines[@]}" 3
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --regexp "^rlock: error: listing incomplete: .*Cluster master 127\.0\.0\.1:$victim .*out of reach"
+  rl_wait json 69
+  # shellcheck disable=SC2086
+  assert_json_names $live
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "127.0.0.1:$victim"
+  # status NAME: a lock on a live shard is unaffected, one on the dead
+  # shard is out of reach.
+  rl_wait live 0
+  assert_output --partial "held (exclusive)"
+  rl_wait dead 69
+  assert_stderr --partial "127.0.0.1:$victim"
+}
