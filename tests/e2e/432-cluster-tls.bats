@@ -120,3 +120,24 @@ teardown() {
   assert_equal "$(cluster_cli "$new" EXISTS "rlock:{$name}:m")" 0
   [[ ! -s "$M/watcher.err" ]] || fail "the watcher saw errors: $(<"$M/watcher.err")"
 }
+
+@test "cluster tls: kill -9 of the master the URL names, holding the lock, during a 10 s-TTL run: exits 0, the watcher never gets in" {
+  local old other name
+  # The URL names the lock's own master alone, so no MOVED says it is a
+  # Cluster: the run's heartbeat finds out by itself, over TLS, and follows
+  # the promoted replica once that node is gone.
+  old="$(cluster_masters | head -n 1)"
+  other="$(cluster_masters | tail -n 1)"
+  name="$(lock_on_master "$old" killed)"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  RLOCK_URL="$(cluster_url "$old")" run_section "$name" 8 -t 10s --cacert "$CA"
+  echo "cacert = $CA" >"$M/tls.conf"
+  RLOCK_CONFIG="$M/tls.conf" RLOCK_URL="$(cluster_url "$other")" start_watcher "$name"
+  sleep 1
+  kill_shard_master "$old" 15 >/dev/null
+  # The final release goes to the node the URL names, which is gone: a
+  # warning, and the lock expires within its TTL.
+  bg_wait job 0 20
+  stop_watcher
+  check_watcher_kept_out
+}
