@@ -64,6 +64,25 @@ teardown() {
   assert_output ''
 }
 
+@test "sentinel tls: kill -9 of the master during a 10 s-TTL run: exits 0, the watcher never gets in, the release reaches the new master" {
+  local old new
+  run_section survive 8 -t 10s --cacert "$CA"
+  echo "cacert = $CA" >"$M/tls.conf"
+  RLOCK_CONFIG="$M/tls.conf" start_watcher survive --replicas 0
+  sleep 1
+  old="$(kill_master)"
+  new="$(wait_for_new_master "$old" 15)"
+  bg_wait job 0 20
+  # No warning: the heartbeat found the new master through the Sentinels,
+  # over TLS, and kept renewing there.
+  assert_equal "$stderr" ''
+  stop_watcher
+  check_watcher_kept_out
+  [[ ! -s "$M/watcher.err" ]] || fail "the watcher saw errors: $(<"$M/watcher.err")"
+  run node_cli "$new" EXISTS 'rlock:{survive}:h'
+  assert_output 0
+}
+
 @test "sentinel tls: SENTINEL FAILOVER during a 10 s-TTL run: exits 0, the watcher never gets in, the release reaches the new master" {
   local new
   run_section moved 6 -t 10s --cacert "$CA"
