@@ -16,6 +16,11 @@
 # exported by start_cluster. Nodes keep no data (no RDB, no AOF) but keep
 # their nodes.conf: a killed node restarted comes back as the same node,
 # learns it was failed over, and resynchronises as a replica.
+#
+# With RLOCK_E2E_TLS=1 exported before start_cluster (see helpers.bash),
+# every node listens on TLS only, the Cluster bus and replication are TLS
+# too (`tls-cluster yes`), the ports are the TLS ports, and cluster_url
+# gives a rediss:// URL.
 
 # The node timeout: a killed master is failed over within ~2-3 s.
 CLUSTER_NODE_TIMEOUT_MS=1000
@@ -25,17 +30,20 @@ CLUSTER_NODE_TIMEOUT_MS=1000
 cluster_cli() {
   local port="$1"
   shift
-  timeout -k 1 3 redis-cli -h 127.0.0.1 -p "$port" "$@" </dev/null
+  e2e_tls_args "$port"
+  timeout -k 1 3 redis-cli "${E2E_TLS_CLI[@]}" -h 127.0.0.1 -p "$port" "$@" </dev/null
 }
 
-# cluster_url [PORT...]: a redis:// URL naming the nodes given (default: the
-# first node); several ports make a seed list.
+# cluster_url [PORT...]: a redis:// URL (rediss:// with TLS) naming the
+# nodes given (default: the first node); several ports make a seed list.
 cluster_url() {
   local ports=("$@") hosts=() p
   ((${#ports[@]})) || ports=("${CLUSTER_PORTS%% *}")
   for p in "${ports[@]}"; do hosts+=("127.0.0.1:$p"); done
   local IFS=,
-  echo "redis://${hosts[*]}/0"
+  local scheme=redis
+  if e2e_tls; then scheme=rediss; fi
+  echo "$scheme://${hosts[*]}/0"
 }
 
 # cluster_node_pid PORT: the pid of the node on PORT.
@@ -103,8 +111,10 @@ _cluster_wait_ping() {
 # _cluster_launch PORT: starts (or restarts) the node PORT from its
 # directory and waits until it answers.
 _cluster_launch() {
-  local port="$1" dir="$CLUSTER_DIR/n-$1"
+  local port="$1" dir="$CLUSTER_DIR/n-$1" tls=()
   mkdir -p "$dir"
+  e2e_tls_args "$port"
+  if e2e_tls; then tls=("${E2E_TLS_SERVER[@]}" --tls-cluster yes); fi
   # repl-diskless-sync-delay 0: a full sync starts at once instead of
   # waiting 5 s for more replicas. cluster-replica-validity-factor 0: a
   # replica may always be promoted, however long its link was down (a
@@ -113,7 +123,7 @@ _cluster_launch() {
     --dir "$dir" --logfile "$dir/redis.log" --repl-diskless-sync-delay 0 \
     --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
     --cluster-node-timeout "$CLUSTER_NODE_TIMEOUT_MS" --cluster-replica-validity-factor 0 \
-    </dev/null >>"$dir/stdout.log" 2>&1 3>&- &
+    "${tls[@]}" </dev/null >>"$dir/stdout.log" 2>&1 3>&- &
   echo "$!" >"$dir/pid"
   # No "Killed" job report when a test kills it on purpose.
   disown "$!"
@@ -127,6 +137,7 @@ _cluster_launch() {
 # reason on stderr.
 start_cluster() {
   local attempt
+  e2e_tls_prepare || return 1
   for attempt in 1 2; do
     export CLUSTER_DIR="$BATS_FILE_TMPDIR/cluster$attempt"
     mkdir -p "$CLUSTER_DIR"
@@ -145,7 +156,8 @@ _cluster_try_start() {
     _cluster_launch "$p" || return 1
     nodes+=("127.0.0.1:$p")
   done
-  if ! timeout -k 1 30 redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 \
+  e2e_tls_args "${CLUSTER_PORTS%% *}"
+  if ! timeout -k 1 30 redis-cli "${E2E_TLS_CLI[@]}" --cluster create "${nodes[@]}" --cluster-replicas 1 \
     --cluster-yes </dev/null >"$CLUSTER_DIR/create.log" 2>&1; then
     cat "$CLUSTER_DIR/create.log" >&2
     return 1

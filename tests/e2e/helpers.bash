@@ -503,9 +503,14 @@ rcli() {
 # order, nested arrays flattened, a nil or empty bulk string "". Returns 2
 # for an error reply (alone in $redis_reply, and on stderr), 1 when the
 # connection fails or the reply does not arrive within REDIS_CMD_TIMEOUT
-# seconds (default 3: a frozen server).
+# seconds (default 3: a frozen server). With RLOCK_E2E_TLS: over TLS,
+# see _redis_cmd_tls.
 redis_cmd() {
   local LC_ALL=C port="$1" fd arg request rc=0 limit="${REDIS_CMD_TIMEOUT:-3}"
+  if e2e_tls; then
+    _redis_cmd_tls "$@"
+    return
+  fi
   shift
   request="*$#"$'\r\n'
   for arg in "$@"; do request+="\$${#arg}"$'\r\n'"$arg"$'\r\n'; done
@@ -616,6 +621,88 @@ start_tls_redis() {
     fi
   done
   return 1
+}
+
+# --- TLS topologies ------------------------------------------------------------
+# A suite opts in with `export RLOCK_E2E_TLS=1` before start_cluster or
+# start_sentinel_topology: every node (and Sentinel) then listens on TLS
+# only (`--port 0 --tls-port P`), talks TLS to the others (replication,
+# Cluster bus, Sentinel links), and the helpers reach it over TLS too:
+# redis_cmd through redis-cli, the Python checks through miniredis (which
+# reads RLOCK_E2E_TLS_CA). The ports keep their meaning: each is the node's
+# TLS port, which is what CLUSTER SLOTS, MOVED, INFO replication and the
+# Sentinels report over TLS.
+
+# e2e_tls: true when this file's topologies speak TLS.
+e2e_tls() {
+  [[ -n "${RLOCK_E2E_TLS:-}" ]]
+}
+
+# e2e_tls_prepare: for start_cluster / start_sentinel_topology in TLS mode:
+# makes the certificates once per file (TLS_DIR, as start_tls_redis does)
+# and exports RLOCK_E2E_TLS_CA, the CA the helpers verify the nodes with.
+e2e_tls_prepare() {
+  e2e_tls || return 0
+  if [[ -z "${TLS_DIR:-}" ]]; then
+    make_tls_certs "$BATS_FILE_TMPDIR/tls" || return 1
+    export TLS_DIR="$BATS_FILE_TMPDIR/tls"
+  fi
+  export RLOCK_E2E_TLS_CA="$TLS_DIR/ca.pem"
+}
+
+# e2e_tls_args: sets the arrays E2E_TLS_SERVER (redis-server options that
+# move the node of port $1 to TLS, replication and Cluster bus included)
+# and E2E_TLS_CLI (redis-cli options to reach it); both empty unless TLS.
+# Clients need no certificate; the nodes present the client certificate
+# to each other (the Cluster bus always asks for one, and the server
+# certificate is for serverAuth only).
+e2e_tls_args() {
+  E2E_TLS_SERVER=()
+  E2E_TLS_CLI=()
+  e2e_tls || return 0
+  # shellcheck disable=SC2034 # read by cluster.bash and sentinel.bash
+  E2E_TLS_SERVER=(--port 0 --tls-port "$1" --tls-cert-file "$TLS_DIR/server.pem"
+    --tls-key-file "$TLS_DIR/server.key" --tls-ca-cert-file "$TLS_DIR/ca.pem"
+    --tls-client-cert-file "$TLS_DIR/client.pem" --tls-client-key-file "$TLS_DIR/client.key"
+    --tls-auth-clients no --tls-replication yes)
+  E2E_TLS_CLI=(--tls --cacert "$TLS_DIR/ca.pem")
+}
+
+# rl_tls_refused ARGS...: `rl 77 ARGS`, twice: with --cacert naming the
+# unrelated CA of make_tls_certs, and with no --cacert (the system's CAs,
+# which never signed the test CA). Each time nothing on stdout and one
+# error line that names the TLS verification.
+rl_tls_refused() {
+  local ca
+  for ca in "--cacert=$TLS_DIR/other-ca.pem" ""; do
+    rl 77 "$@" ${ca:+"$ca"}
+    assert_output ''
+    assert_equal "${#stderr_lines[@]}" 1
+    assert_regex "$stderr" '^rlock: error: TLS verification failed for rediss://127\.0\.0\.1:[0-9]+/0: certificate verify failed'
+  done
+}
+
+# _redis_cmd_tls PORT ARGS...: redis_cmd over TLS, through redis-cli (bash
+# has no TLS): the reply as redis-cli prints it without a terminal, one
+# element a line (so only for replies without newlines in them). An error
+# reply is told by its leading code word, which redis-cli prints bare.
+_redis_cmd_tls() {
+  local port="$1" out rc=0 limit="${REDIS_CMD_TIMEOUT:-3}"
+  shift
+  e2e_tls_args "$port"
+  out="$(timeout -k 1 "$limit" redis-cli "${E2E_TLS_CLI[@]}" -h 127.0.0.1 -p "$port" "$@" </dev/null 2>&1)" || rc=$?
+  redis_reply=()
+  if ((rc != 0)) || [[ "$out" == 'Could not connect'* || "$out" == *'Connection reset'* ||
+    "$out" == 'Error: '* || "$out" == *'Server closed the connection'* ]]; then
+    echo "redis_cmd $port $*: ${out:-no reply within $limit s}" >&2
+    return 1
+  fi
+  mapfile -t redis_reply <<<"$out"
+  if ((${#redis_reply[@]} == 1)) && [[ "$out" =~ ^[A-Z]+\  && "$out" != OK* ]]; then
+    echo "redis_cmd $port $*: $out" >&2
+    return 2
+  fi
+  return 0
 }
 
 # _stop_pid PID: SIGTERM, then SIGKILL after 5 s; reaps it if it is our child.

@@ -11,9 +11,14 @@ info (the fields the helpers read), flushall, zcard, dump and scan_iter
 return what redis-py's do. Error
 replies raise ResponseError; a connection that fails or times out raises
 ConnectionError or TimeoutError; all are RedisError.
+
+With RLOCK_E2E_TLS_CA set in the environment (a TLS topology, see
+helpers.bash), every connection is TLS, verified with that CA file.
 """
 
+import os
 import socket
+import ssl
 
 
 class RedisError(Exception):
@@ -87,6 +92,9 @@ class Redis:
     def _connect(self):
         try:
             self.sock = socket.create_connection(self.address, self.connect_timeout)
+            if os.environ.get("RLOCK_E2E_TLS_CA"):
+                context = ssl.create_default_context(cafile=os.environ["RLOCK_E2E_TLS_CA"])
+                self.sock = context.wrap_socket(self.sock, server_hostname=self.address[0])
             self.sock.settimeout(self.socket_timeout)
         except socket.timeout as e:
             raise TimeoutError(f"Timeout connecting to {self.address}") from e

@@ -17,6 +17,12 @@
 # TOPO_NAME (the master's name) are exported by start_sentinel_topology.
 # Nodes keep no data (no RDB, no AOF): a restarted node resynchronises from
 # the master, and a test that wants persistence runs its own server.
+#
+# With RLOCK_E2E_TLS=1 exported before start_sentinel_topology (see
+# helpers.bash), the nodes and the Sentinels listen on TLS only, replication
+# and the Sentinels' links to the nodes and to each other are TLS too
+# (`tls-replication yes`), the ports are the TLS ports, and sentinel_url
+# gives a rediss-sentinel:// URL.
 
 # The Sentinel timings: quick enough that a failover ends within ~5 s.
 TOPO_DOWN_AFTER_MS=1000
@@ -27,7 +33,8 @@ TOPO_FAILOVER_TIMEOUT_MS=4000
 node_cli() {
   local port="$1"
   shift
-  timeout -k 1 3 redis-cli -h 127.0.0.1 -p "$port" "$@" </dev/null
+  e2e_tls_args "$port"
+  timeout -k 1 3 redis-cli "${E2E_TLS_CLI[@]}" -h 127.0.0.1 -p "$port" "$@" </dev/null
 }
 
 # sentinel_ports: the three Sentinels' ports, one a line.
@@ -43,12 +50,14 @@ sentinel_cli() {
   node_cli "${ports[n - 1]}" "$@"
 }
 
-# sentinel_url: the redis-sentinel:// URL of the topology (database 0).
+# sentinel_url: the redis-sentinel:// URL of the topology (database 0;
+# rediss-sentinel:// with TLS).
 sentinel_url() {
-  local p hosts=()
+  local p hosts=() scheme=redis-sentinel
   for p in $TOPO_SENTINEL_PORTS; do hosts+=("127.0.0.1:$p"); done
+  if e2e_tls; then scheme=rediss-sentinel; fi
   local IFS=,
-  echo "redis-sentinel://${hosts[*]}/0#$TOPO_NAME"
+  echo "$scheme://${hosts[*]}/0#$TOPO_NAME"
 }
 
 # _sentinel_master N: the master's port according to Sentinel N (empty when
@@ -114,6 +123,8 @@ _topo_start_node() {
   local port="$1" master="${2:-}" dir="$TOPO_DIR/n-$1" args=()
   mkdir -p "$dir"
   [[ -n "$master" ]] && args=(--replicaof 127.0.0.1 "$master")
+  e2e_tls_args "$port"
+  args+=("${E2E_TLS_SERVER[@]}")
   # repl-diskless-sync-delay 0: a full sync starts at once instead of
   # waiting 5 s for more replicas. Any node may become master.
   redis-server --port "$port" --bind 127.0.0.1 --daemonize no --save '' --appendonly no \
@@ -128,10 +139,18 @@ _topo_start_node() {
 # _topo_start_sentinel PORT MASTER_PORT: writes a Sentinel config watching
 # MASTER_PORT and starts `redis-server CONF --sentinel` on PORT.
 _topo_start_sentinel() {
-  local port="$1" master="$2" dir="$TOPO_DIR/s-$1"
+  local port="$1" master="$2" dir="$TOPO_DIR/s-$1" listen="port $1" k
   mkdir -p "$dir"
+  # With TLS: the options e2e_tls_args gives a node, as config lines.
+  e2e_tls_args "$port"
+  if e2e_tls; then
+    listen=""
+    for ((k = 0; k < ${#E2E_TLS_SERVER[@]}; k += 2)); do
+      listen+="${E2E_TLS_SERVER[k]#--} ${E2E_TLS_SERVER[k + 1]}"$'\n'
+    done
+  fi
   cat >"$dir/sentinel.conf" <<EOF
-port $port
+$listen
 bind 127.0.0.1
 daemonize no
 dir $dir
@@ -165,6 +184,7 @@ _topo_launch_sentinel() {
 start_sentinel_topology() {
   export TOPO_NAME="${1:-rlockmaster}"
   local attempt
+  e2e_tls_prepare || return 1
   for attempt in 1 2; do
     export TOPO_DIR="$BATS_FILE_TMPDIR/topo$attempt"
     mkdir -p "$TOPO_DIR"
