@@ -116,21 +116,23 @@ holder_expiry() {
   local replica
   replica="$(replica_ports | head -n 1)"
   freeze_node "$replica"
-  rl 69 acquire lagging -n -t 2s
+  # A 10 s TTL gives the replicas 1 s (TTL/10) to acknowledge: the live
+  # one must make it even on a loaded machine (200 ms once did not).
+  rl 69 acquire lagging -n -t 10s
   assert_regex "$stderr" "1 of 2 replicas acknowledged"
   [[ "$(echo "$stderr" | wc -l)" == 1 ]] || fail "more than one line on stderr: $stderr"
   rl 1 status lagging
   # --replicas 1 is met by the other replica; 0 does not wait at all.
-  rl 0 acquire lagging -n -t 2s --replicas 1
+  rl 0 acquire lagging -n -t 10s --replicas 1
   rl 0 release lagging --token "$output"
-  rl 0 acquire lagging -n -t 2s --replicas 0
+  rl 0 acquire lagging -n -t 10s --replicas 0
   rl 0 release lagging --token "$output"
   # A plain redis:// URL to a master with replicas waits for them too.
-  RLOCK_URL="redis://127.0.0.1:$(master_port)/0" rl 69 acquire lagging -n -t 2s
+  RLOCK_URL="redis://127.0.0.1:$(master_port)/0" rl 69 acquire lagging -n -t 10s
   assert_regex "$stderr" "1 of 2 replicas acknowledged"
   # More than are connected can never be met.
   thaw_node "$replica"
-  rl 69 acquire lagging -n -t 2s --replicas 3
+  rl 69 acquire lagging -n -t 10s --replicas 3
   assert_regex "$stderr" "2 of 3 replicas acknowledged"
 }
 
