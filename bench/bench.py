@@ -460,14 +460,11 @@ def protocol_handoff(srv, rounds, raw=False):
     (the protocol's own cost), otherwise through redis-py (RlockClient).
     Returns the latencies (us), the server's CPU per round (us: a handoff
     and the next acquire that queues) and, with `raw`, Redis' own time per
-    kind of call (SLOWLOG, us, medians)."""
+    EVALSHA and BLPOP ({name: (calls, us per call)}, INFO commandstats)."""
     sha = None
     if raw:
         sha = RawClient(srv.port).call("SCRIPT", "LOAD", SCRIPT).decode()
-        log = srv.client()
-        log.config_set("slowlog-log-slower-than", 0)
-        log.config_set("slowlog-max-len", 64 * rounds + 64)
-        log.slowlog_reset()
+        srv.client().config_resetstat()
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     ps = [ctx.Process(target=_pingpong_worker, args=(srv.port, "pingpong", rounds, out, sha))
@@ -481,8 +478,14 @@ def protocol_handoff(srv, rounds, raw=False):
     cpu = srv.cpu() - c0 - srv.probe
     own = {}
     if raw:
-        own = _slowlog_by_call(log.execute_command("SLOWLOG", "GET", 64 * rounds + 64))
-        log.config_set("slowlog-log-slower-than", 10000)
+        # Redis' own time (no I/O, no wake-up) per call, from INFO
+        # commandstats: SLOWLOG would log every command the scripts call
+        # too, which slows the scripts it measures.
+        stats = srv.client().info("commandstats")
+        for name in ("evalsha", "blpop"):
+            entry = stats.get(f"cmdstat_{name}")
+            if entry:
+                own[name.upper()] = (entry["calls"], entry["usec_per_call"])
     releases = sorted(t for _, rel in results for t in rel)
     holds = sorted(t for held, _ in results for t in held)
     # Pair each release with the next hold.
@@ -493,24 +496,6 @@ def protocol_handoff(srv, rounds, raw=False):
         if k < len(holds):
             lat.append((holds[k] - r) * 1e6)
     return lat, cpu / max(len(lat), 1) * 1e6, own
-
-
-def _slowlog_by_call(entries):
-    """Median microseconds per kind of call in SLOWLOG entries: the lock
-    script's operation (its first argument) for EVALSHA, the command's name
-    otherwise; the script's own redis.call()s are logged too, and left out."""
-    by = {}
-    for entry in entries:
-        args = [a.decode() if isinstance(a, bytes) else str(a) for a in entry[3]]
-        if args[0].upper() == "EVALSHA":
-            op = args[3 + int(args[2])] if len(args) > 3 + int(args[2]) else "?"
-            if op == "acquire":
-                # A first try queues; the pipelined one behind BLPOP confirms.
-                op = "acquire (queues or confirms)"
-            by.setdefault(op, []).append(entry[2])
-        elif args[0].upper() == "BLPOP":
-            by.setdefault("BLPOP", []).append(entry[2])
-    return {k: statistics.median(v) for k, v in by.items()}
 
 
 # --- whole processes ---------------------------------------------------------------
@@ -734,8 +719,11 @@ def main():
                 print(f"{label:<24} {med:>7.0f}us {pct(lat, 99):>7.0f}us {med / base_idle:>8.1f} "
                       f"{med / base_hot:>6.1f} {cpu:>8.0f}us {cpu / ping_cpu:>6.1f}", flush=True)
             print("   cpu/round: Redis CPU per handoff plus the next acquire that queues "
-                  "(INFO); Redis' own time per call (SLOWLOG medians, no I/O):")
-            print("   " + ", ".join(f"{k} {v:.0f} us" for k, v in sorted(own.items())))
+                  "(INFO); Redis' own time per call in the bare-socket run (commandstats, no I/O; "
+                  "a round is three EVALSHA: the release that grants, the acquire that queues, "
+                  "the confirmation):")
+            print("   " + ", ".join(f"{k}: {n} calls, {us:.1f} us each"
+                                    for k, (n, us) in sorted(own.items())))
             print()
         if "4" in sections:
             print("4) the same handoff with a 100 ms polling peer (redis-py Lock, sleep=0.1)")
