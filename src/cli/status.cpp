@@ -23,7 +23,10 @@ Action register_status(CLI::App& command, Context& context) {
       std::vector<Error> gaps;
       auto views = client->list([&gaps](Error why) { gaps.push_back(std::move(why)); });
       if (!views) return report(views.error());
-      if (auto printed = output::print_list(*views, context.global.json); !printed)
+      std::vector<std::string> unlisted;
+      unlisted.reserve(gaps.size());
+      for (const auto& gap : gaps) unlisted.push_back(gap.message);
+      if (auto printed = output::print_list(*views, context.global.json, unlisted); !printed)
         return report(printed.error());
       int status = 0;
       for (const auto& gap : gaps) {

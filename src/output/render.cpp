@@ -295,7 +295,7 @@ namespace {
 
 /// print_list of any sequence of views.
 template <typename Views>
-Result<void> print_views(const Views& views, bool json) {
+Result<void> print_views(const Views& views, bool json, const std::vector<std::string>& unlisted) {
   if (json) {
     // {"locks":[...],"broken":[...]}, each lock dumped as soon as it is
     // built (a document of 100000 locks never exists as one tree: building
@@ -325,7 +325,17 @@ Result<void> print_views(const Views& views, bool json) {
       Json(std::move(o)).dump_to(out);
       if (auto written = emit_piece(out); !written) return written;
     }
-    out += "]}\n";
+    out += ']';
+    // Only in a listing that left a part of the deployment out.
+    if (!unlisted.empty()) {
+      out += ",\"unlisted\":[";
+      for (std::size_t k = 0; k < unlisted.size(); ++k) {
+        if (k > 0) out += ',';
+        json_quote_to(out, unlisted[k]);
+      }
+      out += ']';
+    }
+    out += "}\n";
     return emit(out);
   }
   if (views.empty()) return {};
@@ -388,12 +398,13 @@ Result<void> print_views(const Views& views, bool json) {
 
 }  // namespace
 
-Result<void> print_list(const lock::Listing& views, bool json) {
-  return print_views(views, json);
+Result<void> print_list(const lock::Listing& views, bool json,
+                        const std::vector<std::string>& unlisted) {
+  return print_views(views, json, unlisted);
 }
 
 Result<void> print_list(const std::vector<lock::LockView>& views, bool json) {
-  return print_views(views, json);
+  return print_views(views, json, {});
 }
 
 }  // namespace rlock::output

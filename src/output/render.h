@@ -35,8 +35,11 @@ void claim_standard_fds();
 /// `status NAME`: holders, waiters, the last forced releases.
 [[nodiscard]] Result<void> print_status(const lock::LockView& view, bool json);
 /// `status`: one row per lock; a lock that could not be read gets a row
-/// saying so (JSON: the "broken" list).
-[[nodiscard]] Result<void> print_list(const lock::Listing& views, bool json);
+/// saying so (JSON: the "broken" list). `unlisted`: why each part of the
+/// deployment left out was (JSON only: the "unlisted" list, present when
+/// not empty; the text form has them on stderr).
+[[nodiscard]] Result<void> print_list(const lock::Listing& views, bool json,
+                                      const std::vector<std::string>& unlisted = {});
 [[nodiscard]] Result<void> print_list(const std::vector<lock::LockView>& views, bool json);
 
 Json holder_json(const lock::HolderView& h);

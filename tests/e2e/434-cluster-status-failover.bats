@@ -61,6 +61,21 @@ assert_json_names() {
   assert_equal "$(json 'len(d["broken"])')" 0
 }
 
+# assert_json_unlisted PORT...: $output's "unlisted" names exactly the
+# masters PORT..., one entry each; none: a complete listing has no
+# "unlisted" at all.
+assert_json_unlisted() {
+  if (($# == 0)); then
+    assert_equal "$(json '"unlisted" in d')" false
+    return
+  fi
+  assert_equal "$(json 'len(d["unlisted"])')" "$#"
+  local port
+  for port in "$@"; do
+    assert_equal "$(json "sum('Cluster master 127.0.0.1:$port ' in u for u in d['unlisted'])")" 1
+  done
+}
+
 @test "cluster status: a listing during a kill -9 failover completes once the replica is promoted" {
   local victim seed slot all new
   hold_one_per_master
@@ -84,6 +99,7 @@ assert_json_names() {
   rl_wait long 0
   # shellcheck disable=SC2086
   assert_json_names $all
+  assert_json_unlisted
   rl_wait text 0,69
   if ((status == 0)); then
     # shellcheck disable=SC2086
@@ -98,7 +114,12 @@ assert_json_names() {
   fi
   rl_wait json 0,69
   assert_json
-  if ((status == 69)); then assert_stderr --partial "127.0.0.1:$victim"; fi
+  if ((status == 69)); then
+    assert_stderr --partial "127.0.0.1:$victim"
+    assert_json_unlisted "$victim"
+  else
+    assert_json_unlisted
+  fi
   # Once promoted, the listing is complete at once.
   rl 0 status
   # shellcheck disable=SC2086
@@ -137,6 +158,7 @@ assert_json_names() {
   rl_wait json 69
   # shellcheck disable=SC2086
   assert_json_names $live
+  assert_json_unlisted "$victim"
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --partial "127.0.0.1:$victim"
   # status NAME: a lock on a live shard is unaffected, one on the dead
