@@ -452,6 +452,48 @@ def _pingpong_worker(port, name, rounds, out, sha):
     out.put((held, released))
 
 
+def _floor_worker(port, mine, theirs, rounds, holds_first, out):
+    c = RawClient(port)
+    woke, sent = [], []
+    if not holds_first:
+        c.call("BLPOP", mine, 5)
+        woke.append(time.monotonic())
+    for _ in range(rounds):
+        # The same idle as _pingpong_worker's: the other process is blocked.
+        time.sleep(0.01)
+        sent.append(time.monotonic())
+        c.call("LPUSH", theirs, "x")
+        if c.call("BLPOP", mine, 1) is not None:
+            woke.append(time.monotonic())
+    out.put((woke, sent))
+
+
+def notification_floor(srv, rounds):
+    """The floor under any handoff that wakes a blocked waiter through Redis:
+    two bare-socket processes take turns as in protocol_handoff, but pass a
+    plain LPUSH to a BLPOP (no script, no lock state). Returns the latencies
+    (us) from one sending its LPUSH to the other's BLPOP returning."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    ps = [ctx.Process(target=_floor_worker, args=(srv.port, f"floor:{k}", f"floor:{1 - k}",
+                                                   rounds, k == 0, out))
+          for k in range(2)]
+    for p in ps:
+        p.start()
+    results = [out.get(timeout=120) for _ in ps]
+    for p in ps:
+        p.join(30)
+    sends = sorted(t for _, sent in results for t in sent)
+    wakes = sorted(t for woke, _ in results for t in woke)
+    lat, k = [], 0
+    for s in sends:
+        while k < len(wakes) and wakes[k] <= s:
+            k += 1
+        if k < len(wakes):
+            lat.append((wakes[k] - s) * 1e6)
+    return lat
+
+
 def protocol_handoff(srv, rounds, raw=False):
     """The protocol alone: two processes take turns; a handoff is from one
     sending its release to the other holding (its pipelined confirmation
@@ -710,14 +752,22 @@ def main():
                   f"idle {raw_idle:.0f} us (its /RTT and x hot use these)")
             print(f"{'client':<24} {'median':>9} {'p99':>9} {'med/RTT':>8} {'x hot':>6} "
                   f"{'cpu/round':>10} {'pings':>6}")
-            own = {}
+            own, medians = {}, {}
             for label, raw, base_idle, base_hot in (("redis-py", False, rtt, hot),
                                                     ("bare socket", True, raw_idle, raw_hot)):
                 lat, cpu, got = protocol_handoff(srv, a.handoffs, raw=raw)
                 own = got or own
-                med = statistics.median(lat)
+                med = medians[label] = statistics.median(lat)
                 print(f"{label:<24} {med:>7.0f}us {pct(lat, 99):>7.0f}us {med / base_idle:>8.1f} "
                       f"{med / base_hot:>6.1f} {cpu:>8.0f}us {cpu / ping_cpu:>6.1f}", flush=True)
+            floor = notification_floor(srv, a.handoffs)
+            fmed = statistics.median(floor)
+            print(f"{'floor: LPUSH -> BLPOP':<24} {fmed:>7.0f}us {pct(floor, 99):>7.0f}us "
+                  f"{fmed / raw_idle:>8.1f} {fmed / raw_hot:>6.1f} {'-':>10} {'-':>6}", flush=True)
+            bare = medians["bare socket"]
+            print(f"   floor: the same two bare-socket processes passing a plain LPUSH to a "
+                  f"BLPOP (no script): the least any wake-up through Redis costs here. The "
+                  f"protocol handoff is {bare / fmed:.2f}x the floor, {bare - fmed:.0f} us above it.")
             print("   cpu/round: Redis CPU per handoff plus the next acquire that queues "
                   "(INFO); Redis' own time per call in the bare-socket run (commandstats, no I/O; "
                   "a round is three EVALSHA: the release that grants, the acquire that queues, "
