@@ -33,55 +33,97 @@ std::string version_text() {
                      OPENSSL_VERSION_TEXT);
 }
 
-void add_global_options(CLI::App& app, GlobalOptions& g) {
+/// The options a command line can use: those it names, or every one when it
+/// asks for help (which lists them all). CLI11 compares each option it adds
+/// with every one added before, so registering all 22 global options was a
+/// third of `rlock --version`'s instructions; an option the line does not
+/// name is never parsed, and its variable keeps its default either way.
+/// Over-approximate on purpose: a single-dash word counts for every letter
+/// in it (a cluster such as -nv, or -t5s), and the words after `--` count
+/// too; only an option named nowhere is left out.
+class Mentioned {
+ public:
+  explicit Mentioned(const std::vector<std::string>& words) {
+    for (const std::string& word : words) {
+      if (word.size() < 2 || word[0] != '-') continue;
+      if (word[1] == '-') {
+        m_long.push_back(std::string_view(word).substr(0, word.find('=')));
+        if (m_long.back() == "--help") m_all = true;
+      } else {
+        m_short.append(word, 1);
+        if (word.find('h') != std::string::npos) m_all = true;
+      }
+    }
+  }
+
+  /// Whether an option named `names` ("-u,--url") is needed.
+  bool operator()(std::string_view names) const {
+    if (m_all) return true;
+    while (!names.empty()) {
+      const size_t comma = names.find(',');
+      const std::string_view name = names.substr(0, comma);
+      if (name.starts_with("--")) {
+        if (std::find(m_long.begin(), m_long.end(), name) != m_long.end()) return true;
+      } else if (name.size() == 2 && m_short.find(name[1]) != std::string::npos) {
+        return true;
+      }
+      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    }
+    return false;
+  }
+
+ private:
+  bool m_all = false;
+  std::vector<std::string_view> m_long;  // views into the words, which outlive this
+  std::string m_short;
+};
+
+void add_global_options(CLI::App& app, GlobalOptions& g, const Mentioned& mentioned) {
   const char* group = "Global options (before or after the command)";
+  // Each one only when the line names it (Mentioned); nullptr otherwise.
+  const auto option = [&](const char* names, auto& variable, const char* description) {
+    return mentioned(names) ? app.add_option(names, variable, description)->group(group) : nullptr;
+  };
+  const auto flag = [&](const char* names, auto& variable, const char* description) {
+    if (mentioned(names)) app.add_flag(names, variable, description)->group(group);
+  };
   // One value per -u, taken verbatim: CLI11 would otherwise let -u swallow
   // the following words (`status -u URL a b`) and split `[..]` into a list.
-  app.add_option("-u,--url", g.layer.urls,
+  if (auto* url =
+          option("-u,--url", g.layer.urls,
                  "Redis URL: redis://[user@]host[:port][/db], rediss://..., "
                  "unix:///path.sock[?db=N], redis-sentinel://[user@]s1[:port],s2.../db#MASTER "
-                 "; repeated: a quorum of independent deployments (env RLOCK_URL, REDIS_URL)")
-      ->allow_extra_args(false)
-      ->group(group);
-  app.add_option("--prefix", g.layer.prefix, "Key namespace (default rlock:; env RLOCK_PREFIX)")
-      ->group(group);
-  app.add_option("--user", g.layer.user, "ACL user name")->group(group);
-  app.add_option("--password-file", g.layer.password_file,
-                 "Read the password from this file (env RLOCK_PASSWORD, REDISCLI_AUTH)")
-      ->group(group);
-  app.add_option("--sentinel-user", g.layer.sentinel_user,
-                 "ACL user name for the Sentinels (the URL's user is the master's)")
-      ->group(group);
-  app.add_option("--sentinel-password-file", g.layer.sentinel_password_file,
-                 "Read the Sentinels' password from this file (env RLOCK_SENTINEL_PASSWORD)")
-      ->group(group);
-  app.add_option("--replicas", g.layer.replicas,
-                 "Replicas that must acknowledge each acquire and renewal: N, or all "
-                 "(default: all connected; 0: do not wait)")
-      ->type_name("N|all")
-      ->group(group);
-  app.add_flag("--tls", g.tls, "Use TLS (implied by rediss://)")->group(group);
-  app.add_option("--cacert", g.layer.cacert, "CA certificate file to verify the server")
-      ->group(group);
-  app.add_option("--cacertdir", g.layer.cacertdir, "Directory of CA certificates")->group(group);
-  app.add_option("--cert", g.layer.cert, "Client certificate (PEM)")->group(group);
-  app.add_option("--key", g.layer.key, "Client private key (PEM)")->group(group);
-  app.add_option("--sni", g.layer.sni, "TLS server name (default: the URL's host)")->group(group);
-  app.add_flag("--insecure", g.insecure, "Do not verify the server's certificate")->group(group);
-  app.add_option("--connect-timeout", g.layer.connect_timeout,
-                 "Per connection attempt (default 2s; env RLOCK_CONNECT_TIMEOUT)")
-      ->group(group);
-  app.add_option("--config", g.config_file,
-                 "Config file (env RLOCK_CONFIG; default /etc/rlock.conf, "
-                 "~/.config/rlock/rlock.conf)")
-      ->group(group);
-  app.add_flag("--show-command", g.show_command,
-               "Store full command lines in Redis for status (default: program names only)")
-      ->group(group);
-  app.add_flag("--json", g.json, "Machine-readable output: one JSON document on stdout")
-      ->group(group);
-  app.add_flag("-v,--verbose", g.verbose, "More on stderr")->group(group);
-  app.add_flag("-q,--quiet", g.quiet, "Less on stderr")->group(group);
+                 "; repeated: a quorum of independent deployments (env RLOCK_URL, "
+                 "REDIS_URL)"))
+    url->allow_extra_args(false);
+  option("--prefix", g.layer.prefix, "Key namespace (default rlock:; env RLOCK_PREFIX)");
+  option("--user", g.layer.user, "ACL user name");
+  option("--password-file", g.layer.password_file,
+         "Read the password from this file (env RLOCK_PASSWORD, REDISCLI_AUTH)");
+  option("--sentinel-user", g.layer.sentinel_user,
+         "ACL user name for the Sentinels (the URL's user is the master's)");
+  option("--sentinel-password-file", g.layer.sentinel_password_file,
+         "Read the Sentinels' password from this file (env RLOCK_SENTINEL_PASSWORD)");
+  if (auto* replicas = option("--replicas", g.layer.replicas,
+                              "Replicas that must acknowledge each acquire and renewal: N, or all "
+                              "(default: all connected; 0: do not wait)"))
+    replicas->type_name("N|all");
+  flag("--tls", g.tls, "Use TLS (implied by rediss://)");
+  option("--cacert", g.layer.cacert, "CA certificate file to verify the server");
+  option("--cacertdir", g.layer.cacertdir, "Directory of CA certificates");
+  option("--cert", g.layer.cert, "Client certificate (PEM)");
+  option("--key", g.layer.key, "Client private key (PEM)");
+  option("--sni", g.layer.sni, "TLS server name (default: the URL's host)");
+  flag("--insecure", g.insecure, "Do not verify the server's certificate");
+  option("--connect-timeout", g.layer.connect_timeout,
+         "Per connection attempt (default 2s; env RLOCK_CONNECT_TIMEOUT)");
+  option("--config", g.config_file,
+         "Config file (env RLOCK_CONFIG; default /etc/rlock.conf, ~/.config/rlock/rlock.conf)");
+  flag("--show-command", g.show_command,
+       "Store full command lines in Redis for status (default: program names only)");
+  flag("--json", g.json, "Machine-readable output: one JSON document on stdout");
+  flag("-v,--verbose", g.verbose, "More on stderr");
+  flag("-q,--quiet", g.quiet, "Less on stderr");
 }
 
 /// `--password` and `--sentinel-password` do not exist, on purpose: every
@@ -317,11 +359,11 @@ int run_main(int argc, char** argv) {
       "See rlock(1).");
   app.require_subcommand(0, 1);
   Context context;
-  add_global_options(app, context.global);
+  std::vector<std::string> words(argv + 1, argv + argc);
+  add_global_options(app, context.global, Mentioned(words));
   bool show_version = false;
   app.add_flag("-V,--version", show_version, "Print version information and exit");
 
-  std::vector<std::string> words(argv + 1, argv + argc);
   // Only the command that runs gets its options (register_commands). With
   // no command word (--help, --version, a mistake), none does: the others
   // are words CLI11 may report or list, never parse options for.

@@ -92,6 +92,23 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   refute_stderr --partial 'did you mean'
 }
 
+@test "arguments: --help lists every global option, whatever else the line names" {
+  # Only the options a line names are registered (start-up cost); help must
+  # still show them all, in every form that asks for it.
+  local opt
+  local -a global=(--url --prefix --user --password-file --sentinel-user
+    --sentinel-password-file --replicas --tls --cacert --cacertdir --cert --key --sni
+    --insecure --connect-timeout --config --show-command --json --verbose --quiet --version)
+  for form in --help -h '-q --help' '--json -h'; do
+    # shellcheck disable=SC2086
+    rl 0 $form
+    for opt in "${global[@]}"; do assert_output --partial "$opt"; done
+  done
+  # And a global option is taken wherever it stands, in any spelling.
+  rl 0 -qv --json status -u "$RLOCK_URL" --prefix=args-help: --connect-timeout=2s
+  assert_output --partial '"locks"'
+}
+
 @test "arguments: run --help prints one usage block, with both forms" {
   rl 0 run --help
   assert_equal "$(grep -c 'Usage:' <<<"$output")" 1
