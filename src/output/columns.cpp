@@ -64,4 +64,13 @@ void append_shown(std::string& out, std::string_view text) {
   }
 }
 
+std::size_t shown_width(std::string_view text) {
+  if (plain_ascii(text)) return text.size();
+  // fmt's own width of the text: what it adds as padding up to a width
+  // wider than any text says how wide the text is.
+  const std::string shown = printable(text);
+  const std::size_t wide = shown.size() * 2 + 1;
+  return wide - (fmt::formatted_size("{:<{}}", shown, wide) - shown.size());
+}
+
 }  // namespace rlock::output

@@ -24,5 +24,8 @@ void append_right(std::string& out, std::int64_t value, std::size_t width);
 void append_shown(std::string& out, std::string_view text, std::size_t width);
 /// Text read from Redis, made safe, uncut: out += printable(text).
 void append_shown(std::string& out, std::string_view text);
+/// The columns `text` takes once made safe, as append_shown writes it (East
+/// Asian wide characters count two, as fmt counts them when it pads).
+std::size_t shown_width(std::string_view text);
 
 }  // namespace rlock::output

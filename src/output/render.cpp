@@ -339,9 +339,13 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
     return emit(out);
   }
   if (views.empty()) return {};
-  std::string out =
-      fmt::format("{:<24}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>6}  {:>7}  {}\n", "NAME", "MODE",
-                  "HOLDERS", "OWNER", "AGE", "TTL", "FENCE", "WAITERS", "COMMAND");
+  // A name is what an operator types back (status NAME, release --force
+  // NAME), so it is never cut: the column is as wide as the widest name.
+  std::size_t name_width = 24;
+  for (const auto& v : views) name_width = std::max(name_width, shown_width(v.name));
+  std::string out = fmt::format("{:<{}}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>6}  {:>7}  {}\n",
+                                "NAME", name_width, "MODE", "HOLDERS", "OWNER", "AGE", "TTL",
+                                "FENCE", "WAITERS", "COMMAND");
   // Written a piece at a time (a row of a held lock takes ~125 bytes). Cells
   // are appended (output/columns.h): a format string parsed per row was
   // most of the rendering.
@@ -349,7 +353,7 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
   const auto sep = [&out] { out += "  "; };
   for (const auto& v : views) {
     if (auto written = emit_piece(out); !written) return written;
-    append_shown(out, v.name, 24);
+    append_shown(out, v.name, name_width);
     sep();
     if (!v.problem.empty()) {
       // Listed, so that nobody mistakes it for free, and skipped.

@@ -65,6 +65,26 @@ EOF
   assert_output ''
 }
 
+@test "status: long names are listed whole, so that each can be named back" {
+  local a=nightly-backup-of-database-alpha b=nightly-backup-of-database-beta-and-more
+  local c=$'nightly-backup-of-\xe6\x97\xa5-database'
+  local name
+  for name in "$a" "$b" "$c" short; do rl 0 --prefix long: acquire "$name"; done
+  rl 0 --prefix long: status
+  assert_equal "${#lines[@]}" 5
+  assert_regex "${lines[1]}" "^$a +exclusive "
+  assert_regex "${lines[2]}" "^$b +exclusive "
+  assert_regex "${lines[3]}" "^$c +exclusive "
+  # One column for every row: MODE starts two after the widest name.
+  local listing=("${lines[@]}") mode_at
+  mode_at="${listing[0]%%MODE*}"
+  assert_equal "${#mode_at}" "$((${#b} + 2))"
+  assert_equal "${listing[4]:${#mode_at}:9}" exclusive
+  # Each name as listed is a lock status finds held.
+  local row
+  for row in "${listing[@]:1}"; do rl 0 --prefix long: status "${row%% *}"; done
+}
+
 @test "status --json: lists 3000 locks as one valid JSON document" {
   make_locks bulk: 3000
   rl 0 --prefix bulk: --json status

@@ -61,5 +61,21 @@ TEST(Columns, ShownTextIsPrintableClippedAndPadded) {
   }
 }
 
+TEST(Columns, ShownWidthIsWhatAppendShownFillsUncut) {
+  // At its own width a text is written whole, and with no padding.
+  for (const auto& text : k_texts) {
+    const std::size_t width = shown_width(text);
+    std::string out;
+    append_shown(out, text, std::max<std::size_t>(width, 1));
+    if (width > 0) {
+      EXPECT_EQ(out, printable(text)) << text;
+    }
+  }
+  EXPECT_EQ(shown_width("deploy"), 6U);
+  // Wide characters take two columns each; an escape takes its characters.
+  EXPECT_EQ(shown_width("デプロイ"), 8U);
+  EXPECT_EQ(shown_width("a\x1b"), printable("a\x1b").size());
+}
+
 }  // namespace
 }  // namespace rlock::output
