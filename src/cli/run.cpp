@@ -233,8 +233,9 @@ void give_back(Context& context, lock::LockClient& client, const std::string& na
                const Hold& hold, const Timing& timing) {
   auto left = supervise::min_hold_left(hold.acquired, Clock::now(), timing);
   if (left > Millis(0)) {
+    // The command has ended: the lease may end sooner than the TTL.
     auto kept = client.renew(name, hold.grant.token, left,
-                             Clock::now() + client.backend().command_timeout());
+                             Clock::now() + client.backend().command_timeout(), true);
     if (kept) {
       context.verbose(
           fmt::format("keeping lock '{}' for {} more (--min-hold)", name, format_duration(left)));

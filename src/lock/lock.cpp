@@ -226,8 +226,8 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
 }
 
 Result<Millis> LockClient::renew(const std::string& name, const std::string& token, Millis ttl,
-                                 Deadline deadline) {
-  const Call call = renew_call(token, ttl);
+                                 Deadline deadline, bool may_shorten) {
+  const Call call = renew_call(token, ttl, may_shorten);
   auto outcome = run(name, call, deadline);
   if (!outcome) return std::unexpected(outcome.error());
   auto renewed = decode_renew(name, outcome->reply);

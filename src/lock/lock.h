@@ -55,10 +55,12 @@ class LockClient {
                         const Progress& progress = {}, int interrupt_fd = -1);
 
   /// Extends the lease to `ttl` from now (0: the TTL it was acquired with)
-  /// and returns the new lease; not_owner if the token lost it. A renewal
-  /// too few replicas acknowledged is not confirmed (unreachable).
+  /// and returns the lease left (more than `ttl` when more was left: a
+  /// renewal never shortens a lease, unless `may_shorten`, see renew_call);
+  /// not_owner if the token lost it. A renewal too few replicas
+  /// acknowledged is not confirmed (unreachable).
   Result<Millis> renew(const std::string& name, const std::string& token, Millis ttl,
-                       Deadline deadline);
+                       Deadline deadline, bool may_shorten = false);
   /// Releases (or leaves the queue); not_owner if the token held nothing.
   /// Default deadline: the command timeout.
   Result<void> release(const std::string& name, const std::string& token,

@@ -71,11 +71,12 @@ Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply
   return attempt;
 }
 
-Call renew_call(const std::string& token, Millis ttl) {
+Call renew_call(const std::string& token, Millis ttl, bool may_shorten) {
   // A renewal with ttl 0 keeps the lease it was acquired with; WAIT's
   // timeout then follows the default TTL's tenth, capped the same way.
-  return Call{{"renew", token, std::to_string(ttl.count())},
-              replication_timeout(ttl.count() > 0 ? ttl : Millis(10'000)),
+  std::vector<std::string> args{"renew", token, std::to_string(ttl.count())};
+  if (may_shorten) args.emplace_back("exact");
+  return Call{std::move(args), replication_timeout(ttl.count() > 0 ? ttl : Millis(10'000)),
               extended};
 }
 

@@ -39,7 +39,10 @@ Call acquire_call(const Request& request, const std::string& token, bool enqueue
                   Millis min_uptime = Millis(0));
 Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply);
 
-Call renew_call(const std::string& token, Millis ttl);
+/// A renewal extends the lease, never shortens it; with `may_shorten` it sets
+/// the lease to `ttl` from now either way (`run` after its command ended, for
+/// --min-hold: nothing runs under the lock any more).
+Call renew_call(const std::string& token, Millis ttl, bool may_shorten = false);
 /// The new lease; not_owner if the token no longer holds the lock.
 Result<Millis> decode_renew(const std::string& name, const redis::Reply& reply);
 

@@ -115,6 +115,28 @@ FOREIGN_TOKEN=0123456789abcdef0123456789abcdef
   assert_greater "$(json 'd["holders"][0]["ttl_ms"]')" 290000
 }
 
+@test "renew: a shorter --ttl never shortens the lease (it extends only)" {
+  rl 0 acquire no-shorten -t 30s
+  local token="$output"
+  rl 0 renew no-shorten --token "$token" --ttl 1s --json
+  # The reply is the lease left: still about 30 s.
+  assert_greater "$(json 'd["ttl_ms"]')" 20000
+  sleep 1.5
+  rl 0 status no-shorten --json
+  assert_greater "$(json 'd["holders"][0]["ttl_ms"]')" 20000
+  rl 75 acquire no-shorten -n
+}
+
+@test "renew: a nested renew with a short --ttl cannot let a second holder in under run" {
+  # The command renews its own lock through RLOCK_TOKEN with a shorter TTL;
+  # run's heartbeat counts on the lease it set, so nobody else may get in.
+  rl 0 run nested-renew -t 9s -- env RL="$RLOCK" bash -c '
+    "$RL" renew nested-renew --token "$RLOCK_TOKEN" --ttl 1s || exit 10
+    sleep 1.5
+    if "$RL" acquire nested-renew -n >/dev/null 2>&1; then exit 11; fi
+    exit 0'
+}
+
 @test "release and renew: a stale token from an expired lease is refused, the new holder keeps it" {
   rl 0 acquire stale -t 1s
   local old="$output"

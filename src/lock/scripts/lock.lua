@@ -194,8 +194,10 @@ if not meta_exists then
   end
 end
 
--- renew TOKEN TTL_MS -> the new lease in ms, or 0 when the token does not
--- hold the lock. TTL_MS 0 renews for the TTL the lock was acquired with.
+-- renew TOKEN TTL_MS [exact] -> the lease left in ms (TTL_MS, or more when
+-- more was left), or 0 when the token does not hold the lock. TTL_MS 0
+-- renews for the TTL the lock was acquired with. With `exact` the lease is
+-- TTL_MS from now even when that is sooner (`run` after its command ended).
 -- Also confirms a grant handed over to the token.
 -- A renew does not purge: it answers from the holder's own lease (one that
 -- ran out is not renewed), and the others' ended leases are the next
@@ -215,8 +217,15 @@ local function renew()
     ttl = tonumber(string.match(redis.call('HGET', I, token) or '', '^%d+\n%d+\n%a+\n(%d+)\n'))
       or 30000
   end
+  -- A renew extends a lease, never shortens it: a supervising `rlock run`
+  -- counts on the end it last set, so a nested `rlock renew --token
+  -- "$RLOCK_TOKEN" --ttl 1s` must not let another holder in while its
+  -- command still runs. The reply is then the lease left.
+  if now + ttl < until_ms then
+    if ARGV[4] ~= 'exact' then return until_ms - now end
+    lease_ends(now + ttl)
+  end
   redis.call('ZADD', held, now + ttl, token)
-  if now + ttl < until_ms then lease_ends(now + ttl) end
   -- The holder exists, so do its set, I and M (each with an expiry).
   cover(held, now + ttl)
   cover(I, now + ttl)

@@ -46,6 +46,12 @@ TEST(Protocol, OnlyLeaseWritesAskForReplicas) {
   EXPECT_FALSE(force_call("", Identity{}, "default").replicate_within);
 }
 
+TEST(Protocol, OnlyAnExactRenewalMayShortenTheLease) {
+  using Args = std::vector<std::string>;
+  EXPECT_EQ(renew_call("t", Millis(1000)).args, (Args{"renew", "t", "1000"}));
+  EXPECT_EQ(renew_call("t", Millis(1000), true).args, (Args{"renew", "t", "1000", "exact"}));
+}
+
 TEST(Protocol, ReplicationTimeoutIsATenthOfTheTtlAtMostOneSecond) {
   EXPECT_EQ(replication_timeout(Millis(100)), Millis(10));
   EXPECT_EQ(replication_timeout(Millis(2000)), Millis(200));
