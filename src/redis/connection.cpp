@@ -385,6 +385,7 @@ Error classify_server_error(std::string_view message) {
 
 Error server_failure(std::string_view name, std::string_view message) {
   Error error = classify_server_error(message);
+  error.origin = name;
   // Redis' own words ("NOAUTH Authentication required", "Protocol error:
   // unauthenticated multibulk length") do not say what to do about it.
   if (error.server == ServerError::noauth) {

@@ -49,6 +49,9 @@ struct Error {
   /// callers decide by kind (retry LOADING, follow MOVED) rather than by text.
   /// Zero (ServerError::none) for errors that are not a server's reply.
   redis::ServerError server{};
+  /// For a server's error reply: which server answered (its redacted URL),
+  /// unless the message already names it; the report puts it in front.
+  std::string origin{};
 };
 
 template <class T>

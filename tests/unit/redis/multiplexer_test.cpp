@@ -128,7 +128,7 @@ TEST(WaitForAnswers, PipelinedRequestsAnswerInOrder) {
   Connection* one[] = {&c};
   std::vector<long long> values;
   const auto waited = wait_for_answers(one, Clock::now() + 5s, -1,
-                                       [&](std::size_t, Result<std::vector<Reply>> replies) {
+                                       [&](std::size_t, const Result<std::vector<Reply>>& replies) {
                                          if (replies) values.push_back(replies->front().integer);
                                          return Then::wait;
                                        });
@@ -178,7 +178,7 @@ TEST(WaitForAnswers, ARefusedConnectionIsAnUnreachableAnswer) {
   }
   std::optional<Error> failure;
   const auto waited = wait_for_answers(one, Clock::now() + 5s, -1,
-                                       [&](std::size_t, Result<std::vector<Reply>> replies) {
+                                       [&](std::size_t, const Result<std::vector<Reply>>& replies) {
                                          if (!replies) failure = replies.error();
                                          return Then::wait;
                                        });
