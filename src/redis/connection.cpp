@@ -307,7 +307,7 @@ Connection::Readiness Connection::readiness() const {
   const Impl& impl = *m_impl;
   if (impl.expected.empty() || !impl.transport) return {};
   const Transport& t = *impl.transport;
-  if (!t.connected()) return {t.fd(), t.poll_events(), false};
+  if (!t.connected()) return {t.fd(), t.poll_events(), false, t.open_deadline()};
   // Always ready to read an answer; to write while bytes wait; and whatever
   // TLS asked for last (it may need to write to read, or the reverse).
   const short events =

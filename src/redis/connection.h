@@ -104,10 +104,13 @@ class Connection {
   std::size_t in_flight() const;
   /// What step() waits for: poll `fd` for `events`; `now`: it can make
   /// progress without waiting (TLS bytes already decrypted).
+  /// `until`: while connecting, when step() must be called again even if
+  /// nothing is ready (the connection attempt's deadline).
   struct Readiness {
     int fd = -1;
     short events = 0;
     bool now = false;
+    Deadline until = Deadline::max();
   };
   Readiness readiness() const;
   /// Drops every queued request and closes (their replies may be in flight).
