@@ -100,6 +100,10 @@ class Connection {
   /// request (error replies in place) once all are in, else nullopt. Any
   /// failure closes the connection and drops every queued request.
   Result<std::optional<std::vector<Reply>>> step();
+  /// Whether the last failure of step() came before the connection was
+  /// made (the host's lookup, TCP, TLS): the server is out of reach, and
+  /// connecting again at once would only fail the same way, later.
+  bool failed_connecting() const;
   /// Requests queued and not answered yet.
   std::size_t in_flight() const;
   /// What step() waits for: poll `fd` for `events`; `now`: it can make
