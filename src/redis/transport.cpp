@@ -214,7 +214,8 @@ class Lookup {
   /// Readable once the lookup is done.
   int fd() const { return m_done_fd.get(); }
   bool done() const { return m_done.load(std::memory_order_acquire); }
-  /// Only once done(): getaddrinfo's status, and the addresses found.
+  /// Only once done() said so: getaddrinfo's status, and the addresses
+  /// found.
   int status() const { return m_status; }
   const std::vector<Address>& addresses() const { return m_addresses; }
 
@@ -295,13 +296,19 @@ Result<std::vector<Address>> resolve(const Url& url, const std::string& name,
   if (*at_once) return std::move(**at_once);
   auto lookup = Lookup::start(url.host, url.port);
   if (!lookup) return std::unexpected(lookup.error());
-  switch (wait_for((*lookup)->fd(), POLLIN, limit.deadline, interrupt_fd)) {
-    case Ready::timed_out:
-      return lookup_timed_out(url, name, limit);
-    case Ready::interrupted:
-      return fail(Error::Code::interrupted, fmt::format("cannot connect to {}: interrupted", name));
-    case Ready::yes:
-      break;
+  // done() (an acquire) before the answer is read, not the eventfd alone:
+  // a write(2) is no synchronisation C++ (or ThreadSanitizer) knows of. It
+  // is set before the eventfd is written, so this waits once.
+  while (!(*lookup)->done()) {
+    switch (wait_for((*lookup)->fd(), POLLIN, limit.deadline, interrupt_fd)) {
+      case Ready::timed_out:
+        return lookup_timed_out(url, name, limit);
+      case Ready::interrupted:
+        return fail(Error::Code::interrupted,
+                    fmt::format("cannot connect to {}: interrupted", name));
+      case Ready::yes:
+        break;
+    }
   }
   return lookup_result(**lookup, url, name);
 }
