@@ -171,6 +171,11 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
         sentinel() ? connect_master(m_target, m_interrupt_fd, deadline, m_discovery) : [&] {
           redis::ConnectOptions options = m_target.server;
           options.interrupt_fd = m_interrupt_fd;
+          // Within the caller's deadline too (as under Sentinel): a
+          // renewal's is shorter than the time left on the lock, and a
+          // waiter leaving its queue after a signal has a second for it.
+          options.connect_timeout = std::clamp(std::chrono::ceil<Millis>(deadline - Clock::now()),
+                                               Millis(1), options.connect_timeout);
           return redis::Connection::connect(options);
         }();
     if (!connected) return std::unexpected(connected.error());
@@ -225,9 +230,13 @@ redis::Connection* ServerBackend::start_wake(const std::string& name, const std:
 Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call& call,
                                        Result<std::vector<redis::Reply>> answer) {
   if (!answer) {
-    // A connection lost (or never made): run() connects again and tries
-    // once more, as it does for a connection that went stale.
-    if (answer.error().code == Error::Code::unreachable) return {};
+    // A connection lost: run() connects again and tries once more, as it
+    // does for a connection that went stale. One never made is the answer:
+    // run() does not try a fresh connection twice either, and a host out
+    // of reach (a lookup that hangs, a dropped SYN) would cost twice the
+    // connect timeout more.
+    if (answer.error().code == Error::Code::unreachable && !m_connection->failed_connecting())
+      return {};
     return {Result<Outcome>(std::unexpected(answer.error())), false};
   }
   // The answer to a pipelined INFO cluster (see start()), when there is one.

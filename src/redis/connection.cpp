@@ -34,6 +34,8 @@ struct Connection::Impl {
   RespReader reader;
   std::string name;      // the redacted URL
   bool opening = false;  // AUTH and SELECT of open() must not reconnect
+  /// The last step() failed while connecting (see failed_connecting()).
+  bool failed_connecting = false;
 
   /// Step-wise use: the bytes not written yet, and for each request still
   /// to be answered, how many replies it takes and what it is (AUTH and
@@ -292,8 +294,15 @@ Result<void> Connection::begin(const std::string& request, std::size_t count) {
 
 Result<std::optional<std::vector<Reply>>> Connection::step() {
   auto stepped = m_impl->step();
-  if (!stepped) m_impl->abandon();
+  if (!stepped) {
+    m_impl->failed_connecting = m_impl->transport && !m_impl->transport->connected();
+    m_impl->abandon();
+  }
   return stepped;
+}
+
+bool Connection::failed_connecting() const {
+  return m_impl->failed_connecting;
 }
 
 std::size_t Connection::in_flight() const {
@@ -307,7 +316,7 @@ Connection::Readiness Connection::readiness() const {
   const Impl& impl = *m_impl;
   if (impl.expected.empty() || !impl.transport) return {};
   const Transport& t = *impl.transport;
-  if (!t.connected()) return {t.fd(), t.poll_events(), false};
+  if (!t.connected()) return {t.fd(), t.poll_events(), false, t.open_deadline()};
   // Always ready to read an answer; to write while bytes wait; and whatever
   // TLS asked for last (it may need to write to read, or the reverse).
   const short events =

@@ -100,14 +100,21 @@ class Connection {
   /// request (error replies in place) once all are in, else nullopt. Any
   /// failure closes the connection and drops every queued request.
   Result<std::optional<std::vector<Reply>>> step();
+  /// Whether the last failure of step() came before the connection was
+  /// made (the host's lookup, TCP, TLS): the server is out of reach, and
+  /// connecting again at once would only fail the same way, later.
+  bool failed_connecting() const;
   /// Requests queued and not answered yet.
   std::size_t in_flight() const;
   /// What step() waits for: poll `fd` for `events`; `now`: it can make
   /// progress without waiting (TLS bytes already decrypted).
+  /// `until`: while connecting, when step() must be called again even if
+  /// nothing is ready (the connection attempt's deadline).
   struct Readiness {
     int fd = -1;
     short events = 0;
     bool now = false;
+    Deadline until = Deadline::max();
   };
   Readiness readiness() const;
   /// Drops every queued request and closes (their replies may be in flight).

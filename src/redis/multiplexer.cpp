@@ -50,16 +50,20 @@ Result<Waited> wait_for_answers(std::span<Connection*> connections, Deadline dea
     if (wake_fd < 0 && idle(connections)) return Waited::answered;
     fds.clear();
     bool now = false;
+    // A connection still connecting fails at its own deadline (see
+    // Transport::open_step): its step() comes then, even if nothing stirs.
+    Deadline step_by = deadline;
     for (std::size_t k = 0; k < connections.size(); ++k) {
       const Connection* c = connections[k];
       if (!c || c->in_flight() == 0) continue;
       const auto ready = c->readiness();
       now = now || ready.now;
+      step_by = std::min(step_by, ready.until);
       fds.push_back({ready.fd, ready.events, 0});
     }
     if (now) continue;
-    const int timeout = detail::poll_timeout(deadline, Clock::now());
-    if (timeout == 0) return Waited::deadline;
+    if (detail::poll_timeout(deadline, Clock::now()) == 0) return Waited::deadline;
+    const int timeout = detail::poll_timeout(step_by, Clock::now());
     // poll() ignores a negative descriptor, so a disabled fd is fine.
     fds.push_back({wake_fd, POLLIN, 0});
     fds.push_back({interrupt_fd, POLLIN, 0});

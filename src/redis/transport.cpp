@@ -7,11 +7,15 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include <new>
 #include <optional>
 #include <system_error>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -140,7 +145,108 @@ struct Address {
 
 namespace {
 
-Result<std::vector<Address>> resolve(const Url& url, const std::string& name) {
+/// getaddrinfo() for a stream socket to `host`:`port`, with `flags` besides
+/// AI_NUMERICSERV: its status, and what it found in `addresses`. No
+/// AI_ADDRCONFIG: it makes "::1" fail on hosts whose only IPv6 address is
+/// the loopback.
+int get_addresses(const std::string& host, const std::string& port, int flags,
+                  std::vector<Address>& addresses) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | flags;
+  addrinfo* found = nullptr;
+  const int status = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+  if (status != 0) return status;
+  const std::unique_ptr<addrinfo, FreeWith<freeaddrinfo>> list(found);
+  for (const addrinfo* info = found; info; info = info->ai_next) {
+    Address address;
+    std::memcpy(&address.storage, info->ai_addr, info->ai_addrlen);
+    address.length = info->ai_addrlen;
+    addresses.push_back(address);
+  }
+  return 0;
+}
+
+}  // namespace
+
+/// One name lookup (getaddrinfo) on a detached thread of its own, so that
+/// the caller can wait for it as for connect(): until the connection
+/// attempt's deadline, cut short by the interrupt fd. getaddrinfo itself
+/// takes no deadline and blocks for the resolver's own timeouts (seconds
+/// per nameserver and attempt), which must not stretch --connect-timeout,
+/// hold up a signal, or hold up the other members of a quorum.
+///
+/// The caller may give up at any time and the thread then runs on until the
+/// resolver gives up: the two share this state through a shared_ptr, so
+/// whichever lets go last frees it, and nothing the thread touches is freed
+/// under it. The thread takes no lock of ours (the answer is published by
+/// an atomic flag, then the eventfd), so a fork while it runs (`rlock run`'s
+/// guardian and command) inherits no lock of ours held; the forked code
+/// runs only async-signal-safe calls anyway (supervise/child.cpp), so the
+/// resolver's own locks cannot matter either.
+class Lookup {
+ public:
+  /// Starts looking up `host`; the error says why no thread could start.
+  static Result<std::shared_ptr<Lookup>> start(const std::string& host, int port) {
+    auto lookup = std::shared_ptr<Lookup>(new Lookup(host, std::to_string(port)));
+    if (lookup->m_done_fd.get() < 0) {
+      return fail(Error::Code::internal,
+                  fmt::format("cannot resolve {}: eventfd: {}", host, system_message(errno)));
+    }
+    // The thread must never take a signal: `run` reads them from a signalfd
+    // in the main thread, and a waiter's handler must run there too. A
+    // thread inherits the creating thread's mask.
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    try {
+      std::thread([lookup] { lookup->run(); }).detach();
+    } catch (const std::system_error& error) {
+      pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+      return fail(Error::Code::internal,
+                  fmt::format("cannot resolve {}: cannot start a thread: {}", host, error.what()));
+    }
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    return lookup;
+  }
+
+  /// Readable once the lookup is done.
+  int fd() const { return m_done_fd.get(); }
+  bool done() const { return m_done.load(std::memory_order_acquire); }
+  /// Only once done() said so: getaddrinfo's status, and the addresses
+  /// found.
+  int status() const { return m_status; }
+  const std::vector<Address>& addresses() const { return m_addresses; }
+
+ private:
+  Lookup(std::string host, std::string port)
+      : m_host(std::move(host)),
+        m_port(std::move(port)),
+        m_done_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+  void run() {
+    m_status = get_addresses(m_host, m_port, 0, m_addresses);
+    m_done.store(true, std::memory_order_release);
+    const std::uint64_t one = 1;
+    // Written once, to a counter that starts at 0: it cannot be full.
+    (void)!write(m_done_fd.get(), &one, sizeof one);
+  }
+
+  const std::string m_host, m_port;
+  const UniqueFd m_done_fd;
+  // Written by the thread before m_done is set, read by the caller after.
+  int m_status = 0;
+  std::vector<Address> m_addresses;
+  std::atomic<bool> m_done{false};
+};
+
+namespace {
+
+/// A unix socket's address, or a numeric host's (no lookup: no thread, no
+/// start-up cost); nullopt for a name, which needs a Lookup.
+Result<std::optional<std::vector<Address>>> resolve_at_once(const Url& url,
+                                                            const std::string& name) {
   if (url.scheme == Url::Scheme::unix_socket) {
     Address address;
     sockaddr_un& un = reinterpret_cast<sockaddr_un&>(address.storage);
@@ -152,29 +258,59 @@ Result<std::vector<Address>> resolve(const Url& url, const std::string& name) {
     address.length = sizeof un;
     return std::vector{address};
   }
-  // No AI_ADDRCONFIG: it makes "::1" fail on hosts whose only IPv6 address is
-  // the loopback. The lookup itself cannot be given a deadline (getaddrinfo
-  // blocks); the resolver's own timeouts bound it.
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const int status =
-      getaddrinfo(url.host.c_str(), std::to_string(url.port).c_str(), &hints, &found);
+  if (!is_ip_address(url.host)) return std::nullopt;
+  std::vector<Address> addresses;
+  const int status = get_addresses(url.host, std::to_string(url.port), AI_NUMERICHOST, addresses);
   if (status != 0) {
     return fail(Error::Code::unreachable, fmt::format("cannot connect to {}: cannot resolve {}: {}",
                                                       name, url.host, gai_strerror(status)));
   }
-  const std::unique_ptr<addrinfo, FreeWith<freeaddrinfo>> list(found);
-  std::vector<Address> addresses;
-  for (const addrinfo* info = found; info; info = info->ai_next) {
-    Address address;
-    std::memcpy(&address.storage, info->ai_addr, info->ai_addrlen);
-    address.length = info->ai_addrlen;
-    addresses.push_back(address);
-  }
   return addresses;
+}
+
+/// What a finished lookup found, or its failure worded for the user.
+Result<std::vector<Address>> lookup_result(const Lookup& lookup, const Url& url,
+                                           const std::string& name) {
+  if (lookup.status() != 0) {
+    return fail(Error::Code::unreachable,
+                fmt::format("cannot connect to {}: cannot resolve {}: {}", name, url.host,
+                            gai_strerror(lookup.status())));
+  }
+  return lookup.addresses();
+}
+
+/// The error of a lookup that did not finish within `limit`.
+std::unexpected<Error> lookup_timed_out(const Url& url, const std::string& name,
+                                        const TimeLimit& limit) {
+  return fail(Error::Code::unreachable,
+              fmt::format("cannot connect to {}: cannot resolve {}: no answer within {}", name,
+                          url.host, format_duration(limit.budget)));
+}
+
+/// The addresses of `url`, looked up within `limit`; a readable
+/// `interrupt_fd` stops the wait (the lookup runs on, abandoned).
+Result<std::vector<Address>> resolve(const Url& url, const std::string& name,
+                                     const TimeLimit& limit, int interrupt_fd) {
+  auto at_once = resolve_at_once(url, name);
+  if (!at_once) return std::unexpected(at_once.error());
+  if (*at_once) return std::move(**at_once);
+  auto lookup = Lookup::start(url.host, url.port);
+  if (!lookup) return std::unexpected(lookup.error());
+  // done() (an acquire) before the answer is read, not the eventfd alone:
+  // a write(2) is no synchronisation C++ (or ThreadSanitizer) knows of. It
+  // is set before the eventfd is written, so this waits once.
+  while (!(*lookup)->done()) {
+    switch (wait_for((*lookup)->fd(), POLLIN, limit.deadline, interrupt_fd)) {
+      case Ready::timed_out:
+        return lookup_timed_out(url, name, limit);
+      case Ready::interrupted:
+        return fail(Error::Code::interrupted,
+                    fmt::format("cannot connect to {}: interrupted", name));
+      case Ready::yes:
+        break;
+    }
+  }
+  return lookup_result(**lookup, url, name);
 }
 
 /// A non-blocking stream socket for `family` (-1 and errno on failure).
@@ -193,7 +329,7 @@ UniqueFd make_socket(int family) {
 /// A connected socket to the first address that accepts.
 Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string& name,
                                 const TimeLimit& limit) {
-  const auto addresses = resolve(options.url, name);
+  const auto addresses = resolve(options.url, name, limit, options.interrupt_fd);
   if (!addresses) return std::unexpected(addresses.error());
   const auto cannot = [&](Error::Code code, std::string_view reason) {
     return fail(code, fmt::format("cannot connect to {}: {}", name, reason));
@@ -317,6 +453,11 @@ Result<Context> shared_context(const TlsOptions& tls) {
 /// Step-wise connecting (start_open): what is left to try.
 struct Transport::Opening {
   ConnectOptions options;
+  /// --connect-timeout, from start_open(): the lookup, TCP and the TLS
+  /// handshake must be done by then, as in open().
+  TimeLimit limit;
+  /// The host's lookup while it runs; then `addresses` holds what it found.
+  std::shared_ptr<Lookup> lookup;
   std::vector<Address> addresses;
   std::size_t next = 0;  // the address to try after the current one
   bool tls = false;
@@ -377,12 +518,24 @@ Result<std::unique_ptr<Transport>> Transport::start_open(const ConnectOptions& o
   if (tls && options.url.scheme == Url::Scheme::unix_socket) {
     return fail(Error::Code::usage, fmt::format("TLS is not available over {}", name));
   }
-  auto addresses = resolve(options.url, name);
-  if (!addresses) return std::unexpected(addresses.error());
+  // A name is looked up on a thread of its own (see Lookup): nothing here
+  // may block the caller, who drives other connections meanwhile.
+  auto opening = std::make_unique<Opening>();
+  opening->options = options;
+  opening->limit = TimeLimit::after(options.connect_timeout);
+  opening->tls = tls;
+  auto at_once = resolve_at_once(options.url, name);
+  if (!at_once) return std::unexpected(at_once.error());
+  if (*at_once) {
+    opening->addresses = std::move(**at_once);
+  } else {
+    auto lookup = Lookup::start(options.url.host, options.url.port);
+    if (!lookup) return std::unexpected(lookup.error());
+    opening->lookup = std::move(*lookup);
+  }
   std::unique_ptr<Transport> transport(
       new Transport(UniqueFd(), std::move(name), options.interrupt_fd));
-  transport->m_opening =
-      std::make_unique<Opening>(Opening{options, std::move(*addresses), 0, tls, false, 0});
+  transport->m_opening = std::move(opening);
   if (auto started = transport->open_step(); !started) return std::unexpected(started.error());
   return transport;
 }
@@ -390,6 +543,24 @@ Result<std::unique_ptr<Transport>> Transport::start_open(const ConnectOptions& o
 Result<bool> Transport::open_step() {
   if (m_connected) return true;
   Opening& o = *m_opening;
+  if (Clock::now() >= o.limit.deadline) {
+    if (o.lookup) return lookup_timed_out(o.options.url, m_name, o.limit);
+    auto timed_out = failure(Error::Code::unreachable,
+                             fmt::format("timed out after {}", format_duration(o.limit.budget)));
+    if (o.tcp_done && o.tls)
+      return std::unexpected(handshake_failure(timed_out.error(), o.options, true));
+    return timed_out;
+  }
+  if (o.lookup) {
+    if (!o.lookup->done()) {
+      m_events = POLLIN;  // on the lookup's fd (see fd())
+      return false;
+    }
+    auto addresses = lookup_result(*o.lookup, o.options.url, m_name);
+    o.lookup.reset();
+    if (!addresses) return std::unexpected(addresses.error());
+    o.addresses = std::move(*addresses);
+  }
   while (!o.tcp_done) {
     if (m_fd.get() >= 0) {
       // connect() is under way: done when the socket is writable.
@@ -484,6 +655,15 @@ Result<std::size_t> Transport::try_read(std::span<char> buffer) {
   if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
   m_events = POLLIN;
   return 0;
+}
+
+int Transport::fd() const {
+  if (m_opening && m_opening->lookup) return m_opening->lookup->fd();
+  return m_fd.get();
+}
+
+Deadline Transport::open_deadline() const {
+  return m_opening ? m_opening->limit.deadline : Deadline::max();
 }
 
 bool Transport::buffered() const {

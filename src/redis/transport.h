@@ -73,17 +73,21 @@ class Transport {
   void set_interrupt_fd(int fd) { m_interrupt_fd = fd; }
 
   // Step-wise use, for a caller that waits on many transports at once under
-  // one deadline (redis::Multiplexer): nothing below blocks, except that
-  // start_open() resolves the host name as open() does. After each call,
-  // poll_events() says what to poll() the fd() for before the next one can
-  // make progress.
+  // one deadline (redis::Multiplexer): nothing below blocks (a host name is
+  // looked up on a thread of its own). After each call, poll_events() says
+  // what to poll() the fd() for before the next one can make progress.
 
-  /// Begins connecting: the socket is made and connect() started. Finish
-  /// with open_step().
+  /// Begins connecting: the host's lookup started, or for an address (and
+  /// a unix socket) the socket made and connect() started. Finish with
+  /// open_step(), by open_deadline().
   static Result<std::unique_ptr<Transport>> start_open(const ConnectOptions& options);
-  /// Advances connecting (TCP, then the TLS handshake); true once connected.
-  /// An address that refuses is followed by the next one of the host.
+  /// Advances connecting (the lookup, TCP, then the TLS handshake); true
+  /// once connected. An address that refuses is followed by the next one of
+  /// the host. Past open_deadline(), fails as open() would have timed out.
   Result<bool> open_step();
+  /// Until when connecting may take (--connect-timeout from start_open());
+  /// the far future once connected.
+  Deadline open_deadline() const;
   bool connected() const { return m_connected; }
   /// Writes what the socket takes now; how many bytes that was (0: none).
   Result<std::size_t> try_write(std::string_view bytes);
@@ -93,7 +97,8 @@ class Transport {
   /// What the last step-wise call waits for: POLLIN, POLLOUT (TLS may need
   /// to write to read, and the reverse).
   short poll_events() const { return m_events; }
-  int fd() const { return m_fd.get(); }
+  /// The socket; while the host is being looked up, the lookup's eventfd.
+  int fd() const;
   /// TLS: decrypted bytes already read from the socket (poll() would not
   /// see them).
   bool buffered() const;
