@@ -93,9 +93,11 @@ namespace {
 /// once it is queued (a server that never answered is an error at once), a
 /// transient server refusal (LOADING, BUSY, ...) whenever it may wait at
 /// all; both only for k_outage_tolerance and within its own --wait. A grant
-/// the replicas did not acknowledge is retried for the whole --wait. Sleeps
-/// a little before the retry, waking early on `interrupt_fd`. An error
-/// means: give up with it.
+/// the replicas did not acknowledge is retried for the whole of an explicit
+/// --wait, and like an outage (k_outage_tolerance) without one: a replica
+/// that is gone for good must not hold a cron job forever. Sleeps a little
+/// before the retry, waking early on `interrupt_fd`. An error means: give up
+/// with it.
 Result<void> ride_out(const Error& error, bool queued, bool blocking,
                       std::optional<Deadline>& outage_since, Deadline give_up_at,
                       int interrupt_fd) {
@@ -106,12 +108,19 @@ Result<void> ride_out(const Error& error, bool queued, bool blocking,
   if (!lost_server && !transient && !lagging) return std::unexpected(error);
   auto now = Clock::now();
   if (!outage_since) outage_since = now;
-  if ((!lagging && now - *outage_since >= k_outage_tolerance) || now >= give_up_at)
+  const bool whole_wait = lagging && give_up_at != Deadline::max();
+  if ((!whole_wait && now - *outage_since >= k_outage_tolerance) || now >= give_up_at)
     return std::unexpected(error);
   // Reconnecting every half second is quick to notice a restarted server
-  // and costs nothing while it is down.
+  // and costs nothing while it is down. A grant the replicas do not
+  // acknowledge is taken and given back at each try, which others find
+  // busy: those tries space out, up to 5 s apart, as the lag goes on.
   constexpr Millis k_retry_pause{500};
-  if (!pause_before_retry(k_retry_pause, give_up_at, interrupt_fd))
+  Millis pause = k_retry_pause;
+  if (lagging)
+    pause = std::clamp(std::chrono::duration_cast<Millis>(now - *outage_since) / 4, k_retry_pause,
+                       Millis(5000));
+  if (!pause_before_retry(pause, give_up_at, interrupt_fd))
     return fail(Error::Code::interrupted, "interrupted while waiting for the server");
   return {};
 }
