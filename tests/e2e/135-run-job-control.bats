@@ -68,6 +68,26 @@ PROMPT='?PROMPT\$ $'
   rl 1 status jc-lost
 }
 
+@test "job control: fg renews an overdue lease before the command runs again" {
+  M="$BATS_TEST_TMPDIR"
+  local run
+  # TTL 6s: renewals every 2 s, termination due 4.2 s after the last one.
+  printf -v run '%q run jc-renew -t 6s -- bash -c %q %q\n' "$RLOCK" \
+    'tick() { echo "${EPOCHREALTIME/./}" >>"$0"; }; tick; echo "go-$((6 * 7))"; while :; do tick; sleep 0.05; done' "$M/ticks"
+  # Stopped at once, past the first renewal (2 s), with Redis paused: the
+  # renewal cannot be had, so the command must stay stopped after fg until
+  # the lease is given up (exit 79). Resumed at once, it would run for the
+  # second or more left before termination.
+  shell ">$run" '?go-42' '>\x1a' '?Stopped' "$PROMPT" \
+    ">redis-cli -p $REDIS_PORT client pause 6000 all\n" '?OK' "$PROMPT" '~2.3' \
+    ">echo \${EPOCHREALTIME/./} >$M/fg; fg\n" "$PROMPT" '>echo rc=$?\n' '?rc=[0-9]+'
+  assert_output --partial 'rc=79'
+  local fg last_tick
+  fg="$(<"$M/fg")"
+  last_tick="$(tail -n 1 "$M/ticks")"
+  assert_greater "$fg" "$last_tick"
+}
+
 @test "job control: started in the background, a command reading the terminal waits for fg" {
   local run
   printf -v run '%q run jc-bg -- bash -c %q &\n' "$RLOCK" 'read -r x; echo "got-$x"'
