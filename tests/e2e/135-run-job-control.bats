@@ -77,9 +77,11 @@ PROMPT='?PROMPT\$ $'
   # Stopped at once, past the first renewal (2 s), with Redis paused: the
   # renewal cannot be had, so the command must stay stopped after fg until
   # the lease is given up (exit 79). Resumed at once, it would run for the
-  # second or more left before termination.
+  # second or more left before termination. The pause ends after that point
+  # (4.5 s after it began, which was after the lease's start), and soon
+  # enough not to hold up the next test.
   shell ">$run" '?go-42' '>\x1a' '?Stopped' "$PROMPT" \
-    ">redis-cli -p $REDIS_PORT client pause 6000 all\n" '?OK' "$PROMPT" '~2.3' \
+    ">redis-cli -p $REDIS_PORT client pause 4500 all\n" '?OK' "$PROMPT" '~2.3' \
     ">echo \${EPOCHREALTIME/./} >$M/fg; fg\n" "$PROMPT" '>echo rc=$?\n' '?rc=[0-9]+'
   assert_output --partial 'rc=79'
   local fg last_tick
