@@ -75,10 +75,11 @@ void Supervisor::on_signal(int sig, Deadline now) {
   }
   // Forwarded to the group, not only the command: a shell script's
   // children get it too, as they would from a terminal's Ctrl-C.
-  if (!m_wait_status || m_child.group_exists()) m_child.signal_group(sig);
+  const bool group_left = !m_wait_status || m_child.group_exists();
+  if (group_left) m_child.signal_group(sig);
   if (!is_terminating(sig)) return;
   // A stopped command acts on it only once continued.
-  m_child.signal_group(SIGCONT);
+  if (group_left) m_child.signal_group(SIGCONT);
   if (!m_outcome.signal) m_outcome.signal = sig;
   m_terminating = true;
   schedule_kill(now + m_timing.kill_after);
