@@ -92,6 +92,8 @@ bool group_alive(pid_t pgid) {
 [[noreturn]] void terminate_group(pid_t pgid, std::int64_t kill_at) {
   if (pgid <= 0) _exit(0);
   killpg(pgid, k_wrapper_death_signal);
+  // A stopped command (Ctrl-Z) acts on the signal only once continued.
+  killpg(pgid, SIGCONT);
   for (std::int64_t now = monotonic_ns(); now < kill_at; now = monotonic_ns()) {
     if (!group_alive(pgid)) _exit(0);
     sleep_ns(std::min(k_guard_poll_ns, kill_at - now));
@@ -471,6 +473,8 @@ Result<Child> Child::spawn(const Launch& launch, Guardian guardian) {
 Child::Child(Child&& other) noexcept
     : m_pid(std::exchange(other.m_pid, -1)),
       m_took_terminal(std::exchange(other.m_took_terminal, false)),
+      m_stop_signal(other.m_stop_signal),
+      m_tty(std::move(other.m_tty)),
       m_exec_errno(other.m_exec_errno),
       m_wait_status(other.m_wait_status),
       m_guardian(std::move(other.m_guardian)) {}
@@ -492,10 +496,13 @@ std::optional<int> Child::poll_exit() {
   if (m_pid <= 0) return m_wait_status;
   for (;;) {
     int status = 0;
-    pid_t r = waitpid(-1, &status, WNOHANG);
+    // WUNTRACED: a stop is reported once, and only the command's matters.
+    pid_t r = waitpid(-1, &status, WNOHANG | WUNTRACED);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
-    if (r == m_pid) {
+    if (WIFSTOPPED(status)) {
+      if (r == m_pid) m_stop_signal = WSTOPSIG(status);
+    } else if (r == m_pid) {
       m_wait_status = status;
       restore_terminal();
     } else if (r == m_guardian.pid()) {
@@ -505,6 +512,10 @@ std::optional<int> Child::poll_exit() {
     }
   }
   return m_wait_status;
+}
+
+int Child::take_stop() {
+  return std::exchange(m_stop_signal, 0);
 }
 
 void Child::signal_group(int sig) const {
@@ -518,7 +529,27 @@ bool Child::group_exists() const {
 void Child::restore_terminal() {
   if (!m_took_terminal) return;
   m_took_terminal = false;
-  tcsetpgrp(STDIN_FILENO, getpgrp());
+  tcsetpgrp(m_tty && *m_tty ? m_tty->get() : STDIN_FILENO, getpgrp());
+}
+
+int Child::controlling_terminal() {
+  if (!m_tty) m_tty.emplace(open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC));
+  return m_tty->get();
+}
+
+void Child::reclaim_terminal() {
+  int tty = controlling_terminal();
+  if (m_pid <= 0 || tty < 0 || tcgetpgrp(tty) != m_pid) return;
+  // SIGTTOU is blocked (SignalFd): taking it from a group that is not ours
+  // does not stop rlock.
+  tcsetpgrp(tty, getpgrp());
+  m_took_terminal = false;
+}
+
+void Child::hand_terminal_if_foreground() {
+  int tty = controlling_terminal();
+  if (m_pid <= 0 || tty < 0 || tcgetpgrp(tty) != getpgrp()) return;
+  if (tcsetpgrp(tty, m_pid) == 0) m_took_terminal = true;
 }
 
 void Child::guard_until(Deadline must_be_dead_by) {

@@ -8,7 +8,8 @@
 /// process group of its own, holding no terminal, no Redis connection and no
 /// other descriptor than the read end of a pipe that only rlock writes to.
 /// When rlock dies, even by SIGKILL, the pipe reaches end-of-file and the
-/// guardian sends SIGTERM to the command's whole process group, SIGKILL after
+/// guardian sends SIGTERM (and SIGCONT, for a stopped command) to the
+/// command's whole process group, SIGKILL after
 /// --kill-after (earlier if the lease would end first), and exits. It also
 /// sends SIGKILL by itself when rlock is alive but stuck (stopped, say) past
 /// the last deadline rlock gave it. When the command ends normally, rlock
@@ -127,14 +128,27 @@ class Child {
   int exec_errno() const { return m_exec_errno; }
 
   /// Reaps the command if it has exited; its wait status once it has. Also
-  /// reaps any orphaned descendant handed to us as subreaper (see spawn).
+  /// reaps any orphaned descendant handed to us as subreaper (see spawn),
+  /// and notes the command stopping (see take_stop).
   std::optional<int> poll_exit();
+  /// The signal that stopped the command since the last call (0: none).
+  int take_stop();
   /// Sends a signal to the command's whole process group (its children too).
   void signal_group(int sig) const;
   /// True while any process of the group is left.
   bool group_exists() const;
   /// Gives the terminal back to rlock's group if the command had it.
   void restore_terminal();
+  /// rlock's controlling terminal (/dev/tty, opened on first use), or -1
+  /// when it has none (cron, systemd, setsid).
+  int controlling_terminal();
+  /// The command stopped for the terminal's sake: takes the terminal back
+  /// for rlock's group if the command's group has it, so that rlock's job
+  /// can stop as a whole and its shell find the terminal where it left it.
+  void reclaim_terminal();
+  /// rlock's job was continued: gives the terminal to the command's group
+  /// if rlock's group has it (`fg`; after `bg` it does not).
+  void hand_terminal_if_foreground();
 
   /// Tells the guardian the new point by which the command must be dead
   /// (after a confirmed renewal): it SIGKILLs the group then if rlock has
@@ -154,6 +168,8 @@ class Child {
   Child(pid_t pid, bool took_terminal) : m_pid(pid), m_took_terminal(took_terminal) {}
   pid_t m_pid = -1;
   bool m_took_terminal = false;
+  int m_stop_signal = 0;
+  std::optional<Fd> m_tty;  // controlling_terminal(), once looked for
   int m_exec_errno = 0;
   std::optional<int> m_wait_status;
   Guardian m_guardian;

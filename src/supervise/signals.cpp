@@ -23,6 +23,21 @@ bool is_terminating(int sig) {
   return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
+bool is_job_control_stop(int sig) {
+  return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+void stop_own_job(int sig) {
+  sigset_t one, before;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, &before);
+  // Sent to ourselves too, and taken by this thread (it does not block the
+  // signal) before kill returns: the whole process stops there.
+  kill(0, sig);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
 sigset_t ignored_on_entry() {
   sigset_t ignored;
   sigemptyset(&ignored);
@@ -50,6 +65,7 @@ Result<SignalFd> SignalFd::open(const sigset_t& ignored) {
   // ignored ones are neither blocked nor read, and stay discarded.
   sigset_t read_set = forwarded_set(ignored);
   sigaddset(&read_set, SIGCHLD);
+  sigaddset(&read_set, SIGCONT);
   sigset_t block_set = read_set;
   sigaddset(&block_set, SIGTTOU);
   if (int err = pthread_sigmask(SIG_BLOCK, &block_set, nullptr); err != 0)

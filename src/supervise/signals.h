@@ -27,10 +27,26 @@ sigset_t ignored_on_entry();
 /// the wait installed handlers for all forwarded signals).
 void keep_ignored(const sigset_t& ignored);
 
-/// Blocks the forwarded signals (except `ignored`) and SIGCHLD in the calling thread (and so in
-/// every thread started from it afterwards) and reads them from a signalfd.
-/// SIGTTOU is blocked too, so that handing the terminal back after a
-/// foreground command never stops rlock.
+/// True for the signals that stop a job for the terminal's sake (Ctrl-Z,
+/// a background read or write): the ones a shell treats as "Stopped".
+/// SIGSTOP is not one of them: nobody's terminal sends it.
+bool is_job_control_stop(int sig);
+
+/// Stops rlock's own process group, the job of the shell rlock belongs to,
+/// with `sig`, as the terminal would have had that job been in the
+/// foreground: rlock stops with it, even when `sig` is blocked for the
+/// signalfd (SIGTTOU), since it is unblocked in this thread while it is
+/// sent. Returns once rlock is continued (its SIGCONT is then pending on
+/// the SignalFd), or at once when the kernel discarded the stop (an
+/// orphaned process group, or the signal ignored since rlock started).
+void stop_own_job(int sig);
+
+/// Blocks the forwarded signals (except `ignored`), SIGCHLD and SIGCONT in
+/// the calling thread (and so in every thread started from it afterwards)
+/// and reads them from a signalfd: SIGCONT says rlock's job was continued
+/// (it continues the process whether blocked or not). SIGTTOU is blocked
+/// too, so that handing the terminal back after a foreground command never
+/// stops rlock.
 ///
 /// The mask is deliberately not restored on destruction: rlock exits right
 /// after, and a signal arriving while the lock is being released must not

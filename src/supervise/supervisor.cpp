@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <utility>
 
 namespace rlock::supervise {
 
@@ -39,11 +41,15 @@ Outcome Supervisor::run() {
     auto beat = m_heartbeat.beat();
     // The guardian kills the group by itself when rlock dies or hangs past
     // the point it last heard of: move that point on with every renewal.
-    if (beat.confirmed != m_beat.confirmed && !m_outcome.loss)
+    if (beat.confirmed != m_beat.confirmed && !m_outcome.loss) {
       m_child.guard_until(must_be_dead_by(beat.confirmed, m_timing));
+      m_job_resumed = false;
+    }
     m_beat = std::move(beat);
     m_wait_status = m_child.poll_exit();
+    if (int stop = m_child.take_stop()) on_stop(stop);
     check_lease(now);
+    resume_when_safe(now);
     if (m_kill_at && !m_killed_at && now >= *m_kill_at) {
       m_child.signal_group(SIGKILL);
       m_killed_at = now;
@@ -61,14 +67,55 @@ Outcome Supervisor::run() {
 }
 
 void Supervisor::on_signal(int sig, Deadline now) {
-  if (sig == SIGCHLD) return;  // reaped at the top of the loop
+  if (sig == SIGCHLD) return;  // reaped (and stops noted) at the top of the loop
+  if (sig == SIGCONT) {
+    // Our job was continued (or someone poked us: then nothing to do).
+    if (std::exchange(m_job_stopped, false)) m_resume_pending = m_job_resumed = true;
+    return;
+  }
   // Forwarded to the group, not only the command: a shell script's
   // children get it too, as they would from a terminal's Ctrl-C.
-  if (!m_wait_status || m_child.group_exists()) m_child.signal_group(sig);
+  const bool group_left = !m_wait_status || m_child.group_exists();
+  if (group_left) m_child.signal_group(sig);
   if (!is_terminating(sig)) return;
+  // A stopped command acts on it only once continued.
+  if (group_left) m_child.signal_group(SIGCONT);
   if (!m_outcome.signal) m_outcome.signal = sig;
   m_terminating = true;
   schedule_kill(now + m_timing.kill_after);
+}
+
+void Supervisor::on_stop(int sig) {
+  // Only a stop meant for the terminal's job, while there is a terminal
+  // and a job to stop; a command stopped otherwise (SIGSTOP, cron) stays
+  // stopped while rlock keeps the lock, as a stopped process keeps a file
+  // lock. A command being terminated has been sent SIGCONT already.
+  if (!is_job_control_stop(sig) || m_wait_status || m_terminating) return;
+  if (m_child.controlling_terminal() < 0) return;
+  m_child.reclaim_terminal();
+  stop_own_job(sig);
+  // Continued (its SIGCONT is pending), or the kernel would not stop us (an
+  // orphaned group): then the command stays stopped, as above, until a
+  // SIGCONT to rlock.
+  m_job_stopped = true;
+}
+
+void Supervisor::resume_when_safe(Deadline now) {
+  if (!m_resume_pending) return;
+  // While rlock was stopped nothing renewed the lease: a renewal that fell
+  // due meanwhile goes first (the heartbeat sends it at once), so that the
+  // command never runs on the last stretch of an old lease. If it cannot
+  // be had in time, check_lease terminates the command instead (and it is
+  // continued then, to act on its SIGTERM).
+  if (!m_terminating && !m_wait_status && now >= next_renewal(m_beat.confirmed, m_timing)) return;
+  resume();
+}
+
+void Supervisor::resume() {
+  m_resume_pending = false;
+  if (m_wait_status && !m_child.group_exists()) return;
+  m_child.hand_terminal_if_foreground();
+  m_child.signal_group(SIGCONT);
 }
 
 void Supervisor::check_lease(Deadline now) {
@@ -91,7 +138,9 @@ void Supervisor::check_lease(Deadline now) {
     lose({LossCause::not_owner, m_beat.lost->message}, now);
   } else if (now >= terminate_by(m_beat.confirmed, m_timing)) {
     auto since = std::chrono::duration_cast<Millis>(now - m_beat.confirmed);
-    std::string why = m_beat.failure ? m_beat.failure->message : "no answer in time";
+    std::string why = m_beat.failure  ? m_beat.failure->message
+                      : m_job_resumed ? "rlock's job was stopped meanwhile"
+                                      : "no answer in time";
     lose({LossCause::unreachable,
           fmt::format("could not renew it for {} ({})", format_duration(since), why)},
          now);
@@ -106,6 +155,8 @@ void Supervisor::lose(Loss loss, Deadline now) {
   m_outcome.loss = std::move(loss);
   m_terminating = true;
   m_child.signal_group(SIGTERM);
+  // A stopped command acts on it only once continued.
+  m_child.signal_group(SIGCONT);
   // SIGKILL after --kill-after, but in any case by the time the lease may
   // end (minus the margin): terminate_by() was chosen so that both agree
   // when the loss is noticed on time.

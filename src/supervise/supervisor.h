@@ -4,6 +4,18 @@
 /// when rlock is told to stop or the lock is lost, so that the command is
 /// dead before the lease can expire. One thread, one poll(): the signalfd,
 /// the heartbeat's eventfd, and a timeout for the next deadline.
+///
+/// Job control: rlock and its command are one job of the shell's. When the
+/// command is stopped by SIGTSTP, SIGTTIN or SIGTTOU (Ctrl-Z, a read or
+/// write of the terminal from the background) while rlock has a
+/// controlling terminal, rlock takes the terminal back and stops its own
+/// job with the same signal, so the shell says "Stopped" and gives its
+/// prompt back. When continued (fg, bg) it resumes the command, after a
+/// renewal if one fell due meanwhile, and hands it the terminal if rlock is
+/// in the foreground; if the lease could not be kept meanwhile (no renewal
+/// is possible while stopped), the lock is lost as it is when Redis cannot
+/// be reached: SIGTERM (with SIGCONT), exit 79. Any other stop (SIGSTOP,
+/// or no terminal) leaves rlock running and renewing, as before.
 
 #include <optional>
 #include <string>
@@ -46,6 +58,9 @@ class Supervisor {
 
  private:
   void on_signal(int sig, Deadline now);
+  void on_stop(int sig);
+  void resume_when_safe(Deadline now);
+  void resume();
   void check_lease(Deadline now);
   void lose(Loss loss, Deadline now);
   void schedule_kill(Deadline at);
@@ -61,6 +76,15 @@ class Supervisor {
   Outcome m_outcome;
   std::optional<int> m_wait_status;
   bool m_terminating = false;
+  /// rlock stopped its job after the command's job-control stop, and waits
+  /// for its SIGCONT.
+  bool m_job_stopped = false;
+  /// rlock's job was continued: the command is to be continued too, once
+  /// that is safe (resume_when_safe).
+  bool m_resume_pending = false;
+  /// rlock's job was stopped and continued, and nothing was renewed since:
+  /// why the lease may have run out.
+  bool m_job_resumed = false;
   std::optional<Deadline> m_kill_at;    // when SIGKILL goes to the group
   std::optional<Deadline> m_killed_at;  // when it went
 };

@@ -87,6 +87,22 @@ TEST(Child, ADestroyedChildDoesNotOutliveIt) {
   EXPECT_NE(kill(pid, 0), 0);
 }
 
+TEST(Child, NotesOnceTheSignalThatStoppedTheCommand) {
+  auto child = Child::spawn(launch_of({"sh", "-c", "kill -TSTP $$; exit 3"}));
+  ASSERT_TRUE(child.has_value());
+  int stop = 0;
+  for (int k = 0; k < 500 && !stop; ++k) {
+    EXPECT_FALSE(child->poll_exit().has_value());
+    stop = child->take_stop();
+    if (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(stop, SIGTSTP);
+  EXPECT_FALSE(child->poll_exit().has_value());
+  EXPECT_EQ(child->take_stop(), 0);
+  child->signal_group(SIGCONT);
+  EXPECT_EQ(exit_status_of(wait_exit(*child)), 3);
+}
+
 TEST(ResolveCommand, FindsTheFirstExecutableInPath) {
   EXPECT_EQ(resolve_command("sh", "/nonexistent:/bin:/usr/bin"), "/bin/sh");
   EXPECT_EQ(resolve_command("./relative", "/bin"), "./relative");
