@@ -29,8 +29,10 @@ Action register_acquire(CLI::App& command, Context& context) {
         client->acquire(plan->request, plan->wait, context.progress(options->name), interrupt.fd());
     context.finish_progress();
     if (!grant) {
-      if (grant.error().code == Error::Code::interrupted && interrupt.received())
+      if (grant.error().code == Error::Code::interrupted && interrupt.received()) {
+        exit_by_signal(interrupt.received());
         return 128 + interrupt.received();
+      }
       if (grant.error().code == Error::Code::busy) {
         context.report_busy(*client, options->name, grant.error());
         return plan->conflict_exit_code;

@@ -15,6 +15,7 @@
 #include "cli/context.h"
 #include "output/render.h"
 #include "util/number.h"
+#include "util/signals.h"
 
 namespace rlock::cli {
 
@@ -415,7 +416,11 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   output::claim_standard_fds();
   try {
-    return run_main(argc, argv);
+    const int status = run_main(argc, argv);
+    // Told to stop by Ctrl-C (or SIGQUIT) and done cleaning up: end by it,
+    // so that a calling shell stops its script too (see die_as_told).
+    die_as_told();
+    return status;
   } catch (const std::exception& e) {
     fmt::print(stderr, "rlock: error: internal error: {}\n", e.what());
   } catch (...) {

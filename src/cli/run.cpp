@@ -215,6 +215,7 @@ std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
   context.finish_progress();
   if (int sig = interrupt.received()) {
     if (hold) (void)client.release(name, hold->grant.token);
+    exit_by_signal(sig);
     return std::unexpected(128 + sig);
   }
   if (failure) {
@@ -266,7 +267,10 @@ int lost(const std::string& name, const supervise::Loss& loss) {
 /// the command died from a signal (the forwarded one or our SIGKILL): then
 /// 128+N, as if rlock itself had been killed by N.
 int exit_status(const supervise::Outcome& outcome) {
-  if (outcome.signal && WIFSIGNALED(outcome.wait_status)) return 128 + outcome.signal;
+  if (outcome.signal && WIFSIGNALED(outcome.wait_status)) {
+    exit_by_signal(outcome.signal);
+    return 128 + outcome.signal;
+  }
   return supervise::exit_status_of(outcome.wait_status);
 }
 

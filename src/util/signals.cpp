@@ -1,6 +1,8 @@
 #include "util/signals.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -51,6 +53,28 @@ SignalPipe::~SignalPipe() {
 
 int SignalPipe::received() const {
   return g_first_signal.load();
+}
+
+namespace {
+int g_exit_signal = 0;
+}  // namespace
+
+void exit_by_signal(int sig) {
+  g_exit_signal = sig;
+}
+
+void die_as_told() {
+  const int sig = g_exit_signal;
+  if (sig != SIGINT && sig != SIGQUIT) return;
+  // No core file for SIGQUIT: rlock is not the one that misbehaved.
+  struct rlimit no_core {};
+  setrlimit(RLIMIT_CORE, &no_core);
+  signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  raise(sig);
 }
 
 }  // namespace rlock

@@ -25,4 +25,18 @@ class SignalPipe {
   std::vector<std::pair<int, struct sigaction>> m_saved;
 };
 
+/// rlock was stopped by signal `sig` (Ctrl-C, a kill) and has cleaned up:
+/// it is to end by that signal rather than exit 128+sig, when `sig` is one
+/// that a calling shell must see it die of (see die_as_told).
+void exit_by_signal(int sig);
+
+/// Ends the process by the signal exit_by_signal() recorded, if it is
+/// SIGINT or SIGQUIT; returns otherwise. A shell that gets Ctrl-C while it
+/// waits for a command goes on with its script when that command *exits*
+/// (it takes the signal as handled) and stops only when the command died of
+/// it: `rlock run x -- step1; step2` must not run step2 after a Ctrl-C, as
+/// it would not after flock(1). The exit status the shell reports is the
+/// same 128+N either way.
+void die_as_told();
+
 }  // namespace rlock

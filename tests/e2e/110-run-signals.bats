@@ -38,6 +38,54 @@ teardown() {
   rl 1 status pass
 }
 
+# ctrl_c_script NAME RLOCK-ARGS...: runs `rlock ARGS; echo AFTER` in a bash
+# script of its own session, sends SIGINT to the script's whole process
+# group (Ctrl-C in a terminal, a CI job's cancel) once lock NAME has a
+# holder or a waiter of the script's, and prints how the script ended and
+# what it printed.
+ctrl_c_script() {
+  local name="$1"
+  shift
+  "$PYTHON" - "$RLOCK" "$name" "$@" <<'EOF'
+import json, os, signal, subprocess, sys, time
+rl, name, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+script = " ".join("'%s'" % a for a in [rl] + args) + '; echo "AFTER $?"'
+def parties():
+    out = subprocess.run([rl, "status", name, "--json"], capture_output=True, text=True).stdout
+    try:
+        d = json.loads(out)
+    except ValueError:
+        return 0
+    return len(d.get("holders", [])) + len(d.get("waiters", []))
+before = parties()
+p = subprocess.Popen(["bash", "-c", script], start_new_session=True,
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline and parties() <= before:
+    time.sleep(0.05)
+time.sleep(0.3)
+os.killpg(p.pid, signal.SIGINT)
+out, _ = p.communicate(timeout=20)
+print(("script %d %s" % (p.returncode, out.strip())).strip())
+EOF
+}
+
+@test "run: Ctrl-C to the calling script's group stops the script too, as with flock" {
+  # bash goes on after a child that *exits* 130 (it takes the Ctrl-C as
+  # handled): rlock cleans up, then dies of SIGINT itself.
+  run ctrl_c_script ctrl-c run ctrl-c -- sleep 10
+  assert_output 'script -2'
+  rl 1 status ctrl-c
+  # The same while still waiting for the lock: it leaves the queue first.
+  rl 0 acquire ctrl-c-busy -t 30s
+  run ctrl_c_script ctrl-c-busy run ctrl-c-busy -- true
+  assert_output 'script -2'
+  run ctrl_c_script ctrl-c-busy acquire ctrl-c-busy
+  assert_output 'script -2'
+  rl 0 status ctrl-c-busy --json
+  assert_equal "$(json 'len(d["waiters"])')" 0
+}
+
 @test "run: a signal rlock was started with ignored stays ignored (nohup)" {
   "$RLOCK" run nohup -- bash -c \
     "trap 'echo TERM >\"$M/trapped\"; exit 0' TERM; touch '$M/ready'; sleep 30 & wait" \
