@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -262,6 +264,47 @@ Result<Layer> read_config_file(const std::string& path) {
   return layer;
 }
 
+namespace {
+
+/// The servers a deployment's URL names, as "host:port" or a socket path
+/// (host names compared without case); a Sentinel URL's are its Sentinels,
+/// each with the master's name, since one group of Sentinels may watch
+/// several masters.
+std::vector<std::string> servers_of(const redis::Url& url) {
+  if (url.scheme == redis::Url::Scheme::unix_socket) return {"unix:" + url.path};
+  std::vector<std::string> servers;
+  for (const auto& e : url.hosts) {
+    std::string host = e.host;
+    std::transform(host.begin(), host.end(), host.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    servers.push_back(
+        fmt::format("{}:{}{}", host, e.port, url.sentinel ? "#" + url.master_name : ""));
+  }
+  return servers;
+}
+
+/// A quorum counts each deployment once: two URLs that name the same server
+/// (another database of it, a Cluster seed twice, the same Sentinel master)
+/// would let one server's vote count twice, so that losing it loses a
+/// majority, or its grant alone makes one. Only the same spelling is
+/// caught: `localhost` and 127.0.0.1 are not compared.
+Result<void> check_independent(const std::vector<redis::Url>& urls, Error::Code code,
+                               const std::string& source) {
+  for (std::size_t a = 0; a < urls.size(); ++a)
+    for (std::size_t b = a + 1; b < urls.size(); ++b)
+      for (const auto& server : servers_of(urls[a])) {
+        const auto theirs = servers_of(urls[b]);
+        if (std::find(theirs.begin(), theirs.end(), server) == theirs.end()) continue;
+        return fail(code,
+                    fmt::format("{}: {} and {} name the same server: the deployments of a quorum "
+                                "must be independent (each counts once)",
+                                source, urls[a].redacted(), urls[b].redacted()));
+      }
+  return {};
+}
+
+}  // namespace
+
 Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& file) {
   Settings settings;
   // priority 1: command line; 2: environment; 3: config file; 4: default.
@@ -343,12 +386,21 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
                             file.insecure_origin));
   }
 
+  std::vector<redis::Url> parsed_urls;
   for (const auto& text : urls) {
     auto url = redis::parse_url(text);
     if (!url)
       return fail(Error::Code::usage, url_source == "--url"
                                           ? url.error().message
                                           : fmt::format("{}: {}", url_source, url.error().message));
+    parsed_urls.push_back(*url);
+  }
+  if (auto independent = check_independent(
+          parsed_urls, urls_from_file ? Error::Code::config : Error::Code::usage, url_source);
+      !independent)
+    return std::unexpected(independent.error());
+  for (const auto& parsed_url : parsed_urls) {
+    const redis::Url* url = &parsed_url;  // as the checks above, one at a time
     if (url->password)
       settings.warnings.push_back(
           urls_from_cli ? "using a password on the command line interface may not be safe; use "

@@ -356,6 +356,35 @@ TEST(Settings, SeveralDeploymentsAreAQuorum) {
   EXPECT_EQ(s.error().code, Error::Code::usage);
 }
 
+TEST(Settings, AQuorumCountsEachServerOnce) {
+  // The same server twice (another db, another case of its name, a Cluster
+  // seed again, the same Sentinel master) would vote twice.
+  for (const std::vector<std::string>& urls :
+       {std::vector<std::string>{"redis://a:1/0", "redis://a:1/0", "redis://b:2/0"},
+        {"redis://a:1/0", "redis://A:1/3"},
+        {"redis://a:1,b:2", "redis://c:3", "redis://b:2"},
+        {"unix:///run/r.sock", "unix:///run/r.sock?db=2"},
+        {"redis-sentinel://s1,s2#m", "redis-sentinel://s2#m", "redis://c:3"}}) {
+    Layer cli;
+    cli.urls = urls;
+    auto s = resolve(cli, {}, {});
+    ASSERT_FALSE(s.has_value()) << urls[0] << " " << urls[1];
+    EXPECT_EQ(s.error().code, Error::Code::usage);
+    EXPECT_NE(s.error().message.find("same server"), std::string::npos) << s.error().message;
+  }
+  // From the config file: a config error.
+  Layer file;
+  file.urls = {"redis://a:1", "redis://a:1"};
+  auto s = resolve({}, {}, file);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code, Error::Code::config);
+  // Distinct servers, and two masters of the same Sentinels, are fine.
+  Layer cli;
+  cli.urls = {"redis-sentinel://s1,s2#m1", "redis-sentinel://s1,s2#m2", "redis://a:2"};
+  s = resolve(cli, {}, {});
+  EXPECT_TRUE(s.has_value()) << s.error().message;
+}
+
 TEST(ConfigFile, SeveralUrlLinesAddUpToAQuorum) {
   auto path = write_temp("url = redis://a:1\nurl = redis-sentinel://s1,s2#m\n");
   auto layer = read_config_file(path);
