@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cli/context.h"
+#include "output/render.h"
 #include "supervise/child.h"
 #include "supervise/environment.h"
 #include "supervise/heartbeat.h"
@@ -304,6 +305,7 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                                             {name, hold.grant.token, hold.grant.fence});
   launch.mask = original_mask;
   launch.take_terminal = supervise::owns_terminal();
+  launch.close_standard_fds = output::claimed_standard_fds();
   auto child = supervise::Child::spawn(launch, std::move(*guardian));
   if (!child || child->exec_errno()) {
     (*heartbeat)->stop();

@@ -19,6 +19,7 @@ namespace rlock::output {
 namespace {
 
 bool g_stdout_closed = false;
+unsigned g_claimed_fds = 0;
 
 Result<void> write_failed(int err) {
   return fail(Error::Code::internal,
@@ -181,8 +182,13 @@ void claim_standard_fds() {
     // ones are open by now.
     int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
     if (opened >= 0 && opened != fd) close(opened);
+    if (opened == fd) g_claimed_fds |= 1U << fd;
     if (fd == STDOUT_FILENO) g_stdout_closed = true;
   }
+}
+
+unsigned claimed_standard_fds() {
+  return g_claimed_fds;
 }
 
 Json holder_json(const lock::HolderView& h) {

@@ -19,6 +19,10 @@ namespace rlock::output {
 /// opened later can become fd 0, 1 or 2 and receive our output; a closed
 /// stdout is remembered and every later print fails with EBADF.
 void claim_standard_fds();
+/// Which of descriptors 0, 1 and 2 claim_standard_fds() found closed (bit
+/// N for descriptor N): `run` closes them again for its command, which
+/// gets rlock's standard descriptors as they were.
+unsigned claimed_standard_fds();
 
 /// Flushes what was printed to stdout by other means (CLI11's --help, the
 /// version): a closed, full or broken stdout is an error, as in emit().

@@ -202,6 +202,7 @@ struct Exec {
   int report_fd;
   int guardian_fd;
   bool take_terminal;
+  unsigned close_standard_fds;  // Launch::close_standard_fds
 };
 
 /// Runs in the new child: only async-signal-safe calls until exec. It
@@ -232,6 +233,11 @@ struct Exec {
   // exec and break pipelines in the command (`yes | head`).
   signal(SIGPIPE, SIG_DFL);
   sigprocmask(SIG_SETMASK, e.mask, nullptr);
+  // Closed for rlock's caller, closed for the command: `rlock run x -- echo
+  // hi >&-` fails to write, as `echo hi >&-` does, instead of writing to
+  // /dev/null. (An exec failure is then reported through report_fd only.)
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd)
+    if ((e.close_standard_fds & (1U << fd)) != 0) close(fd);
   execve(e.path, e.argv, e.envp);
   if (errno == ENOEXEC) execve(k_shell, e.sh_argv, e.envp);
   int err = errno;
@@ -440,9 +446,11 @@ Result<Child> Child::spawn(const Launch& launch, Guardian guardian) {
     return abandon("pipe");
   }
   Fd report_read(fds[0]), report_write(fds[1]);
-  const Exec exec{path->c_str(),      argv.data(),           sh_argv.data(),
-                  envp.data(),        &launch.mask,          parent,
-                  report_write.get(), guardian.m_pipe.get(), launch.take_terminal};
+  const Exec exec{path->c_str(),        argv.data(),
+                  sh_argv.data(),       envp.data(),
+                  &launch.mask,         parent,
+                  report_write.get(),   guardian.m_pipe.get(),
+                  launch.take_terminal, launch.close_standard_fds};
   pid_t pid = start_child(exec);
   if (pid < 0) {
     return abandon("clone");

@@ -39,6 +39,10 @@ struct Launch {
   /// terminal and rlock is in the foreground), as a shell would: otherwise
   /// a command reading the terminal would be stopped by SIGTTIN.
   bool take_terminal = false;
+  /// Standard descriptors (bit N for descriptor N) to close before exec:
+  /// those that were closed when rlock started (it held them on /dev/null
+  /// meanwhile, so that no connection could become its stdout).
+  unsigned close_standard_fds = 0;
   /// For the guardian: the grace between its SIGTERM and SIGKILL after
   /// rlock died, and the first point by which the command must be dead
   /// (none: the guardian acts only when rlock dies).

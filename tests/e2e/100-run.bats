@@ -268,3 +268,17 @@ wait_held() {
   assert_output --partial "sleep 2.5"
   rl_wait holder 0
 }
+
+@test "run: a standard descriptor closed for rlock is closed for the command too" {
+  # As `echo hi >&-` fails to write, so does the command under rlock, rather
+  # than writing to the /dev/null rlock held the descriptor on meanwhile.
+  run bash -c '"$0" run closed-out -- /bin/echo hi >&-' "$RLOCK"
+  assert_equal "$status" 1
+  assert_output --partial 'write error'
+  run bash -c '"$0" run closed-in -- bash -c "[ -e /proc/self/fd/0 ] && echo open || echo closed" <&-' "$RLOCK"
+  assert_equal "$status" 0
+  assert_output closed
+  # Descriptors that were open stay as they were.
+  rl 0 run open-out -- /bin/echo hi
+  assert_output hi
+}
