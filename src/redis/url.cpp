@@ -214,7 +214,10 @@ Result<Url> parse_url(std::string_view text) {
   const std::string_view scheme = end == std::string_view::npos ? "" : text.substr(0, end);
   std::string_view rest = end == std::string_view::npos ? "" : text.substr(end + 3);
   url.sentinel = scheme == "redis-sentinel" || scheme == "rediss-sentinel";
-  if (split_deployments(text).size() > 1) {
+  if (text.ends_with(',')) {
+    // A trailing comma would otherwise read as part of the database number.
+    problem = "it ends with a comma (a list of URLs has a URL after every comma)";
+  } else if (split_deployments(text).size() > 1) {
     problem =
         "a comma list of URLs (a quorum of several deployments) is not supported yet; "
         "give one URL";

@@ -285,5 +285,14 @@ TEST(UrlDeployments, EntriesWithASchemeStartADeployment) {
   EXPECT_EQ(split_deployments("  "), List{});
 }
 
+TEST(UrlDeployments, ATrailingCommaIsSaidAsSuch) {
+  for (const char* text : {"redis://a,", "redis://127.0.0.1:6379/0,", "unix:///r.sock,"}) {
+    auto url = parse_url(text);
+    ASSERT_FALSE(url.has_value()) << text;
+    EXPECT_NE(url.error().message.find("ends with a comma"), std::string::npos)
+        << url.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace rlock::redis
