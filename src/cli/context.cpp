@@ -1,6 +1,7 @@
 #include "cli/context.h"
 
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include "backend/quorum.h"
 #include "backend/target.h"
 #include "lock/keys.h"
+#include "output/columns.h"
 #include "output/render.h"
 #include "output/text.h"
 #include "util/number.h"
@@ -163,6 +165,37 @@ Result<LockPlan> Context::plan(const LockOptions& o, long pid, std::string comma
   return plan;
 }
 
+namespace {
+
+/// Columns of the terminal on standard error, read afresh at each call so a
+/// resized window is honoured; 0 when unknown.
+std::size_t terminal_columns() {
+  winsize size{};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) != 0) return 0;
+  return size.ws_col;
+}
+
+/// `shown` (printable() text) cut to at most `columns` display columns, the
+/// last one a '~' when it was cut, as status cuts its cells; never splits a
+/// UTF-8 sequence and counts East Asian wide characters as two.
+std::string fit_columns(const std::string& shown, std::size_t columns) {
+  if (output::shown_width(shown) <= columns) return shown;
+  if (columns == 0) return {};
+  // The longest prefix of whole code points that leaves a column for '~'.
+  std::string_view text = shown;
+  size_t keep = 0;
+  char32_t cp = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = output::utf8_sequence(text, i, cp);
+    const size_t next = i + (n ? n : 1);
+    if (output::shown_width(text.substr(0, next)) > columns - 1) break;
+    keep = i = next;
+  }
+  return std::string(text.substr(0, keep)) + "~";
+}
+
+}  // namespace
+
 lock::LockClient::Progress Context::progress(const std::string& name) {
   return [this, name](const lock::Attempt& attempt, Millis waited) {
     std::string who = attempt.holder ? output::describe_holder(*attempt.holder) : "a holder";
@@ -171,8 +204,14 @@ lock::LockClient::Progress Context::progress(const std::string& name) {
     if (attempt.holder) line += fmt::format(" since {} ago", format_duration(attempt.holder->age));
     if (attempt.position > 1) line += fmt::format(", {} ahead in queue", attempt.position - 1);
     if (interactive()) {
-      // One updating line: carriage return, clear to end of line.
-      fmt::print(stderr, "\r\x1b[Krlock: {}", line);
+      // One updating line: carriage return, clear to end of line. That
+      // clears only the cursor's row, so the line must not wrap: cut to one
+      // column less than the terminal (the last column would leave the
+      // cursor pending a wrap); width unknown, left whole.
+      std::string shown = "rlock: " + output::printable(line);
+      if (const std::size_t columns = terminal_columns(); columns > 0)
+        shown = fit_columns(shown, columns - 1);
+      fmt::print(stderr, "\r\x1b[K{}", shown);
       std::fflush(stderr);
       m_progress_shown = true;
     } else if (global.verbose > 0 && !m_progress_shown) {
