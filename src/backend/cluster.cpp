@@ -212,6 +212,8 @@ class ClusterBackend final : public Backend {
   /// Per master (host:port): the most replicas it has been seen with (see
   /// execute()).
   std::map<std::string, int> m_replicas_seen;
+  /// The refusal the Cluster has kept answering, across operations (Backoff).
+  std::optional<Refusing> m_refusing;
   int m_interrupt_fd = -1;
 };
 
@@ -330,7 +332,7 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
   // slot migrates, says more as TRYAGAIN).
   std::optional<Error> refusal;
   std::optional<NodeAddress> asking;
-  Backoff backoff(deadline, m_interrupt_fd);
+  Backoff backoff(deadline, m_interrupt_fd, m_refusing);
   for (;;) {
     Result<NodeAddress> node = asking ? Result<NodeAddress>(*asking) : route(slot, deadline);
     const bool ask = asking.has_value();
@@ -551,7 +553,7 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
         if (serves(slot)) listed[static_cast<size_t>(slot)] = true;
     }
     if (failed.empty()) return {};
-    if (!backoff) backoff.emplace(*first_failure + timeout, m_interrupt_fd);
+    if (!backoff) backoff.emplace(*first_failure + timeout, m_interrupt_fd, m_refusing);
     if (auto paused = backoff->pause(failed.front().second, describe(), "listing"); !paused) {
       if (paused.error().code == Error::Code::interrupted) return std::unexpected(paused.error());
       // Out of time: the caller shows what the others hold, and these (a

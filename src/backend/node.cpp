@@ -51,19 +51,39 @@ bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {
   return poll(&fd, interrupt_fd >= 0 ? 1 : 0, static_cast<int>(wait.count())) <= 0;
 }
 
+Backoff::~Backoff() {
+  if (!m_gave_up_refused) m_refusing.reset();
+}
+
 Result<void> Backoff::pause(const Error& error, const std::string& where,
                             const std::string& missing) {
-  if (Clock::now() + m_pause >= m_deadline) {
+  const auto now = Clock::now();
+  const bool refused = error.code == Error::Code::server;
+  if (!refused)
+    m_refusing.reset();
+  else if (!m_refusing || m_refusing->kind != error.server)
+    m_refusing = Refusing{error.server, now};
+  m_slowest_try = std::max(m_slowest_try, std::chrono::ceil<Millis>(now - m_tried));
+  // The last try must be over by the deadline, so it starts a little
+  // before: a few of the slowest tries so far (a loaded machine: 50 ms at
+  // least), but never earlier than a full pause before (as this gave up
+  // before the last pause was clipped).
+  const Millis reserve = std::min(m_pause, std::max(Millis(50), 4 * m_slowest_try));
+  const auto left = std::chrono::floor<Millis>(m_deadline - now);
+  if (left <= reserve) {
     Error last = error;
-    const auto spent = format_duration(std::chrono::ceil<Millis>(Clock::now() - m_started));
-    last.message = error.code == Error::Code::server
+    const auto since = refused ? m_refusing->since : m_started;
+    const auto spent = format_duration(std::chrono::ceil<Millis>(now - since));
+    last.message = refused
                        ? fmt::format("{} still answers {} after {}: {}", where,
                                      redis::server_error_word(error.server), spent, error.message)
                        : fmt::format("{}: {} after {}: {}", where, missing, spent, error.message);
+    m_gave_up_refused = refused;
     return std::unexpected(last);
   }
-  if (!pause_before_retry(m_pause, m_deadline, m_interrupt_fd))
+  if (!pause_before_retry(std::min(m_pause, left - reserve), m_deadline, m_interrupt_fd))
     return fail(Error::Code::interrupted, "interrupted while waiting for the server");
+  m_tried = Clock::now();
   m_pause = std::min(m_pause * 2, Millis(1000));
   return {};
 }

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,24 +23,54 @@ const redis::Script& lock_script();
 /// became readable meanwhile.
 bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd);
 
+/// Since when a server has kept answering one kind of transient refusal.
+/// A backend keeps it across its operations, so that when one command
+/// retries at both levels (the backend's backoff within one try, the
+/// waiter's tries within --wait) the final error tells how long the server
+/// refused, not how long the last try's retries took.
+struct Refusing {
+  redis::ServerError kind{};
+  Clock::time_point since{};
+};
+
 /// The pauses between the tries of one operation that meets a transient
 /// refusal or a failover: 100 ms doubling to 1 s notices a finished load or
-/// a new master quickly without hammering.
+/// a new master quickly without hammering. The last pause is clipped so
+/// that the last try ends by the deadline, never a pause after it.
 class Backoff {
  public:
-  Backoff(Deadline deadline, int interrupt_fd)
-      : m_started(Clock::now()), m_deadline(deadline), m_interrupt_fd(interrupt_fd) {}
+  /// `refusing`: the backend's record of the refusal going on (see
+  /// Refusing), kept while refusals of one kind follow each other and
+  /// cleared by an operation that ends otherwise.
+  Backoff(Deadline deadline, int interrupt_fd, std::optional<Refusing>& refusing)
+      : m_started(Clock::now()),
+        m_tried(m_started),
+        m_deadline(deadline),
+        m_interrupt_fd(interrupt_fd),
+        m_refusing(refusing) {}
+  Backoff(const Backoff&) = delete;
+  Backoff& operator=(const Backoff&) = delete;
+  /// An operation that did not end by giving up on a refusal (it succeeded,
+  /// or failed otherwise) ends the refusal.
+  ~Backoff();
 
-  /// Pauses before the next try. If the deadline would pass first, `error`
-  /// becomes the final one: "WHERE still answers KIND after DURATION" for a
-  /// server's refusal, else "WHERE: MISSING after DURATION".
+  /// Pauses before the next try. If the deadline leaves no time for one,
+  /// `error` becomes the final one: "WHERE still answers KIND after
+  /// DURATION" for a server's refusal (DURATION: since its first refusal of
+  /// that kind), else "WHERE: MISSING after DURATION".
   Result<void> pause(const Error& error, const std::string& where, const std::string& missing);
 
  private:
   Clock::time_point m_started;
+  /// When the try that just failed began (the end of the last pause).
+  Clock::time_point m_tried;
   Deadline m_deadline;
   int m_interrupt_fd;
+  std::optional<Refusing>& m_refusing;
   Millis m_pause{100};
+  /// The longest try so far: the last one is given at least a few of these.
+  Millis m_slowest_try{0};
+  bool m_gave_up_refused = false;
 };
 
 /// BLPOP on a waiter's wake list `key` for at most `block`: fractional

@@ -125,6 +125,8 @@ class ServerBackend final : public Backend {
   /// which still takes writes that the new master will never see.
   std::string m_master;
   int m_replicas_seen = 0;
+  /// The refusal the server has kept answering, across operations (Backoff).
+  std::optional<Refusing> m_refusing;
   Deadline m_last_used{};
   /// Set once the server turned out to be a Cluster node.
   std::unique_ptr<Backend> m_cluster;
@@ -283,7 +285,7 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
   // A transient refusal (LOADING after a restart, BUSY script, ...) means
   // the request was not run, and a failover means the master moved: back
   // off and try again until the caller's deadline.
-  Backoff backoff(deadline, m_interrupt_fd);
+  Backoff backoff(deadline, m_interrupt_fd, m_refusing);
   for (;;) {
     // Only a connection that was already open can have gone stale; a fresh
     // one that fails means the server is out of reach, and trying again at

@@ -55,6 +55,12 @@ bool is_unacknowledged(const Error& error) {
   return error.code == Error::Code::unreachable && error.server == redis::ServerError::other;
 }
 
+/// A transient refusal (LOADING, BUSY, ...): the server answers, it only
+/// cannot take the request now.
+bool is_refusal(const Error& error) {
+  return error.code == Error::Code::server && redis::is_transient(error.server);
+}
+
 }  // namespace
 
 Identity local_identity(long pid, std::string command) {
@@ -89,6 +95,12 @@ Result<Attempt> LockClient::settle(const Request& request, const std::string& to
 
 namespace {
 
+/// When a waiter stops riding out a transient refusal: at the end of its
+/// wait, or k_outage_tolerance after the outage began.
+Deadline refusals_end(const std::optional<Deadline>& outage_since, Deadline give_up_at) {
+  return outage_since ? std::min(give_up_at, *outage_since + k_outage_tolerance) : give_up_at;
+}
+
 /// Decides whether a waiter rides out a failure: a transport failure only
 /// once it is queued (a server that never answered is an error at once), a
 /// transient server refusal (LOADING, BUSY, ...) whenever it may wait at
@@ -96,18 +108,20 @@ namespace {
 /// the replicas did not acknowledge is retried for the whole of an explicit
 /// --wait, and like an outage (k_outage_tolerance) without one: a replica
 /// that is gone for good must not hold a cron job forever. Sleeps a little
-/// before the retry, waking early on `interrupt_fd`. An error means: give up
+/// before the retry, waking early on `interrupt_fd`. `tried_at`: when the
+/// failed try began (a refusal began no later). An error means: give up
 /// with it.
 Result<void> ride_out(const Error& error, bool queued, bool blocking,
-                      std::optional<Deadline>& outage_since, Deadline give_up_at,
+                      std::optional<Deadline>& outage_since, Deadline give_up_at, Deadline tried_at,
                       int interrupt_fd) {
   const bool lagging = blocking && is_unacknowledged(error);
   const bool lost_server = queued && error.code == Error::Code::unreachable;
-  const bool transient =
-      blocking && error.code == Error::Code::server && redis::is_transient(error.server);
+  const bool transient = blocking && is_refusal(error);
   if (!lost_server && !transient && !lagging) return std::unexpected(error);
   auto now = Clock::now();
-  if (!outage_since) outage_since = now;
+  // A refusal counts from the try that met it: the backend rode it out
+  // for that whole try already.
+  if (!outage_since) outage_since = transient ? tried_at : now;
   const bool whole_wait = lagging && give_up_at != Deadline::max();
   if ((!whole_wait && now - *outage_since >= k_outage_tolerance) || now >= give_up_at)
     return std::unexpected(error);
@@ -120,6 +134,16 @@ Result<void> ride_out(const Error& error, bool queued, bool blocking,
   if (lagging)
     pause = std::clamp(std::chrono::duration_cast<Millis>(now - *outage_since) / 4, k_retry_pause,
                        Millis(5000));
+  // A refusal is tried again only before refusals_end (the try after it
+  // gets no more than that: see acquire's try_deadline), and with time for
+  // an answer left after the pause: a try cut off by that end would report
+  // a timeout instead of the refusal.
+  constexpr Millis k_refused_try{100};
+  if (transient) {
+    const auto left = std::chrono::floor<Millis>(refusals_end(outage_since, give_up_at) - now);
+    if (left <= k_refused_try) return std::unexpected(error);
+    pause = std::min(pause, left - k_refused_try);
+  }
   if (!pause_before_retry(pause, give_up_at, interrupt_fd))
     return fail(Error::Code::interrupted, "interrupted while waiting for the server");
   return {};
@@ -171,9 +195,16 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
   // k_min_try, so that a short wait hears a healthy server on a slow
   // network, and a waiter whose time is up can still leave the queue.
   constexpr Millis k_min_try{1000};
+  // The try after a transient refusal is the exception: the server
+  // answers, and the backend's retries within the try must end with the
+  // wait (or the outage tolerance), not k_min_try after it.
+  bool refused = false;
+  bool queued = false;
+  std::optional<Deadline> outage_since;
   const auto try_deadline = [&] {
     const auto now = Clock::now();
     const Deadline by = now + m_backend->command_timeout();
+    if (refused) return std::min(by, refusals_end(outage_since, give_up_at));
     return blocking && wait ? std::min(by, std::max(give_up_at, now + k_min_try)) : by;
   };
   // Gives up with `error`; an interrupted waiter leaves the queue first.
@@ -181,18 +212,18 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
     if (error.code == Error::Code::interrupted) leave_queue(request.name, *token);
     return std::unexpected(error);
   };
-  bool queued = false;
-  std::optional<Deadline> outage_since;
   // The try the last wait already made (pipelined behind its BLPOP).
   std::optional<Result<Attempt>> made;
   for (;;) {
     // A lost reply after the server took the lock for us is harmless: the
     // backend sends the same token again, and the script answers "held".
+    const auto tried_at = Clock::now();
     auto tried = made ? std::move(*made) : attempt(request, *token, blocking, try_deadline());
     made.reset();
+    refused = !tried && is_refusal(tried.error());
     if (!tried) {
-      auto retry =
-          ride_out(tried.error(), queued, blocking, outage_since, give_up_at, interrupt_fd);
+      auto retry = ride_out(tried.error(), queued, blocking, outage_since, give_up_at, tried_at,
+                            interrupt_fd);
       if (!retry) return give_up(retry.error());
       continue;
     }
@@ -224,9 +255,12 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
     // GRANT_MS in lock.lua), in the round trip of the wake-up; or, after a
     // block without news, refreshes our place, as a re-check.
     const Call again = acquire_call(request, *token, true);
+    const auto woke_at = Clock::now();
     auto woke = m_backend->wait_then_run(request.name, *token, block, again);
+    refused = !woke && is_refusal(woke.error());
     if (!woke) {
-      auto retry = ride_out(woke.error(), queued, blocking, outage_since, give_up_at, interrupt_fd);
+      auto retry =
+          ride_out(woke.error(), queued, blocking, outage_since, give_up_at, woke_at, interrupt_fd);
       if (!retry) return give_up(retry.error());
     } else if (*woke) {
       made = settle(request, *token, again, std::move(**woke));
