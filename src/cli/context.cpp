@@ -155,6 +155,12 @@ Result<LockPlan> Context::plan(const LockOptions& o, long pid, std::string comma
     if (!wait) return fail(Error::Code::usage, "--wait: " + wait.error().message);
     plan.wait = *wait;
   }
+  // Stored with the lock and sent with every status of it: bounded like a
+  // name (512 bytes) and a shown command (256).
+  constexpr std::size_t k_max_owner = 256;
+  if (o.owner && o.owner->size() > k_max_owner)
+    return fail(Error::Code::usage, fmt::format("--owner is {} bytes long; at most {} are allowed",
+                                                o.owner->size(), k_max_owner));
   plan.conflict_exit_code = static_cast<int>(*conflict);
   plan.request.name = o.name;
   plan.request.ttl = *ttl;
@@ -247,6 +253,7 @@ Result<std::optional<std::string>> TokenOptions::read(const Context& context) co
     if (!line) return std::unexpected(line.error());
     return std::optional<std::string>(*line);
   }
+  if (token && token->empty()) return fail(Error::Code::usage, "--token: the token is empty");
   if (token) return token;
   if (!file) return std::optional<std::string>();
   std::vector<std::string> warnings;

@@ -135,3 +135,12 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   run --separate-stderr timeout 20 "$RLOCK" release tok --token - </dev/null
   assert_equal "$status" 64
 }
+
+@test "arguments: an empty --token and an --owner over 256 bytes are usage errors" {
+  rl_usage_error release args-empty --token ''
+  assert_stderr --partial 'the token is empty'
+  rl_usage_error renew args-empty --token ''
+  rl_usage_error acquire args-owner --owner "$(printf 'o%.0s' {1..257})"
+  assert_stderr --partial 'at most 256'
+  rl 0 acquire args-owner -n --owner "$(printf 'o%.0s' {1..256})"
+}
