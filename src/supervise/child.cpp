@@ -1,5 +1,6 @@
 #include "supervise/child.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +14,8 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <utility>
@@ -528,6 +531,35 @@ int Child::take_stop() {
 
 void Child::signal_group(int sig) const {
   if (m_pid > 0) killpg(m_pid, sig);
+}
+
+void Child::kill_adopted() const {
+  const pid_t self = getpid();
+  DIR* proc = opendir("/proc");
+  if (!proc) return;
+  while (const dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == m_pid || pid == m_guardian.pid()) continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE* stat = std::fopen(path, "re");
+    if (!stat) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses,
+    // so the fields start after the last ')'.
+    char line[512];
+    const bool read = std::fgets(line, sizeof line, stat) != nullptr;
+    std::fclose(stat);
+    const char* close = read ? std::strrchr(line, ')') : nullptr;
+    char state = 0;
+    long ppid = 0;
+    if (!close || std::sscanf(close + 1, " %c %ld", &state, &ppid) != 2 || ppid != self) continue;
+    const pid_t group = getpgid(static_cast<pid_t>(pid));
+    // Never rlock's own group (a process it started that stayed there).
+    if (group > 0 && group != getpgrp()) killpg(group, SIGKILL);
+    kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+  closedir(proc);
 }
 
 bool Child::group_exists() const {

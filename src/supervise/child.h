@@ -139,6 +139,13 @@ class Child {
   int take_stop();
   /// Sends a signal to the command's whole process group (its children too).
   void signal_group(int sig) const;
+  /// SIGKILLs every process handed to rlock as subreaper (a descendant of
+  /// the command whose parent died) and its process group: after the
+  /// command's group was killed for the lease's sake, whatever of it had
+  /// left the group must not run on either. The case that matters: `rlock
+  /// run A -- rlock run B -- CMD`, where CMD is in B's group, not in A's;
+  /// when A kills its group at A's deadline, B dies and CMD comes to A.
+  void kill_adopted() const;
   /// True while any process of the group is left.
   bool group_exists() const;
   /// Gives the terminal back to rlock's group if the command had it.

@@ -54,6 +54,9 @@ Outcome Supervisor::run() {
       m_child.signal_group(SIGKILL);
       m_killed_at = now;
     }
+    // Once the group is killed, what of the command had left it and came
+    // to rlock when its parent died (a nested rlock's command) goes too.
+    if (m_killed_at) m_child.kill_adopted();
     if (finished(now)) break;
 
     pollfd fds[2] = {{m_signals.fd(), POLLIN, 0}, {m_heartbeat.fd(), POLLIN, 0}};

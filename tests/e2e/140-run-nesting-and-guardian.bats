@@ -87,6 +87,24 @@ acquire_after_kill() {
   fail "the lock did not become free after its TTL"
 }
 
+@test "run: A -- run B -- CMD: when A loses its lock, CMD (in B's group) is dead before A exits" {
+  # CMD ignores SIGTERM and is in B's process group, out of A's reach; A's
+  # SIGKILL at its deadline kills B, whose CMD then comes to A (subreaper).
+  local cmd
+  bg_rlock outer run nest-a -t 3s --kill-after 1s -- \
+    "$RLOCK" run nest-b -t 60s --kill-after 20s -- \
+    bash -c "trap '' TERM; echo \$\$ >'$M/cmd'; while :; do sleep 0.05; done"
+  wait_for_file "$M/cmd"
+  cmd="$(<"$M/cmd")"
+  # An operator evicts A's holder: A notices at its next renewal (TTL/3).
+  rl 0 release nest-a --force
+  bg_wait outer 79 10
+  if ! gone "$cmd"; then
+    kill -KILL "$cmd" 2>/dev/null || true
+    fail "the inner command outlived the outer rlock's lost lock"
+  fi
+}
+
 @test "run: kill -9 of rlock kills the command's grandchild before the lock is free again" {
   start_orphan orphan 'sleep 30 & echo $! >"$0"; wait'
   acquire_after_kill orphan
