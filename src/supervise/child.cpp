@@ -551,9 +551,11 @@ void Child::kill_adopted() const {
     const bool read = std::fgets(line, sizeof line, stat) != nullptr;
     std::fclose(stat);
     const char* close = read ? std::strrchr(line, ')') : nullptr;
-    char state = 0;
-    long ppid = 0;
-    if (!close || std::sscanf(close + 1, " %c %ld", &state, &ppid) != 2 || ppid != self) continue;
+    // ") S PPID": the state is one letter.
+    if (!close || close[1] != ' ' || close[2] == '\0' || close[3] != ' ') continue;
+    char* ppid_end = nullptr;
+    const long ppid = std::strtol(close + 4, &ppid_end, 10);
+    if (ppid_end == close + 4 || ppid != self) continue;
     const pid_t group = getpgid(static_cast<pid_t>(pid));
     // Never rlock's own group (a process it started that stayed there).
     if (group > 0 && group != getpgrp()) killpg(group, SIGKILL);
