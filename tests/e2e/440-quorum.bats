@@ -207,7 +207,7 @@ print(v["members"][4]["error"])' "$output"
 }
 
 @test "quorum: a run takes its lock again on a member that lost it" {
-  bg_rlock holder run q11 -t 1s -- sleep 4
+  bg_rlock holder run q11 -t 1s -- sleep 6
   local i
   for ((i = 0; i < 100; i++)); do
     (($(q_holding q11) == 5)) && break
@@ -216,8 +216,9 @@ print(v["members"][4]["error"])' "$output"
   assert_equal "$(q_holding q11)" 5
   # Member 1 forgets everything (as after a restart, but old enough to count).
   qcli 1 FLUSHALL >/dev/null
-  # Renewals come every TTL/3: within a second member 1 holds it again.
-  local until=$(($(now_ms) + 1500))
+  # Renewals come every TTL/3: within a second member 1 holds it again (3 s
+  # allowed: a loaded machine once took longer than 1.5 s).
+  local until=$(($(now_ms) + 3000))
   while (($(now_ms) < until)); do
     (($(q_holding q11) == 5)) && break
     nap 0.05
