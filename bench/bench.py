@@ -452,6 +452,18 @@ def _pingpong_worker(port, name, rounds, out, sha):
     out.put((held, released))
 
 
+def latencies(starts, ends):
+    """Each start (sorted times) paired with the first end after it: the
+    gaps, in microseconds."""
+    lat, k = [], 0
+    for s in starts:
+        while k < len(ends) and ends[k] <= s:
+            k += 1
+        if k < len(ends):
+            lat.append((ends[k] - s) * 1e6)
+    return lat
+
+
 def _floor_worker(port, mine, theirs, rounds, holds_first, out):
     c = RawClient(port)
     woke, sent = [], []
@@ -483,15 +495,8 @@ def notification_floor(srv, rounds):
     results = [out.get(timeout=120) for _ in ps]
     for p in ps:
         p.join(30)
-    sends = sorted(t for _, sent in results for t in sent)
-    wakes = sorted(t for woke, _ in results for t in woke)
-    lat, k = [], 0
-    for s in sends:
-        while k < len(wakes) and wakes[k] <= s:
-            k += 1
-        if k < len(wakes):
-            lat.append((wakes[k] - s) * 1e6)
-    return lat
+    return latencies(sorted(t for _, sent in results for t in sent),
+                     sorted(t for woke, _ in results for t in woke))
 
 
 def protocol_handoff(srv, rounds, raw=False):
@@ -528,15 +533,8 @@ def protocol_handoff(srv, rounds, raw=False):
             entry = stats.get(f"cmdstat_{name}")
             if entry:
                 own[name.upper()] = (entry["calls"], entry["usec_per_call"])
-    releases = sorted(t for _, rel in results for t in rel)
-    holds = sorted(t for held, _ in results for t in held)
-    # Pair each release with the next hold.
-    lat, k = [], 0
-    for r in releases:
-        while k < len(holds) and holds[k] <= r:
-            k += 1
-        if k < len(holds):
-            lat.append((holds[k] - r) * 1e6)
+    lat = latencies(sorted(t for _, rel in results for t in rel),
+                    sorted(t for held, _ in results for t in held))
     return lat, cpu / max(len(lat), 1) * 1e6, own
 
 

@@ -279,7 +279,8 @@ void add_lock_options(CLI::App& app, LockOptions& o) {
       ->type_name("INT");
   app.add_flag("-s,--shared", o.shared, "Shared (read) lock: many shared holders at once");
   app.add_option("-l,--limit", o.limit, "Counting semaphore: up to N holders")->type_name("INT");
-  app.add_option("--owner", o.owner, "Free text shown by status (default user@host)");
+  app.add_option("--owner", o.owner,
+                 "Free text shown by status, at most 256 bytes (default user@host)");
 }
 
 }  // namespace rlock::cli
