@@ -664,9 +664,39 @@ def throughput(srv, worker, procs, seconds, name):
     results = [out.get(timeout=seconds + 60) for _ in ps]
     for p in ps:
         p.join(30)
+    return tally(results, began)
+
+
+def native_throughput(srv, loop, procs, seconds, name, poll=False):
+    """throughput() with rlock_bench_loop (bench/lock_loop.cpp) processes:
+    the binary's own lock client, or with `poll` redis-py's algorithm in the
+    same C++. Each connects, waits for a line on stdin, loops, and prints its
+    acquisition times (CLOCK_MONOTONIC, as time.monotonic())."""
+    args = [loop] + (["--poll"] if poll else []) + [srv.url, name, str(seconds)]
+    ps = [subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+          for _ in range(procs)]
+    time.sleep(0.5)
+    began = time.monotonic()
+    for p in ps:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = []
+    for p in ps:
+        out, _ = p.communicate(timeout=seconds + 60)
+        lines = out.split()
+        if p.returncode != 0 or len(lines) < 2 or lines[-2] != "end":
+            raise SystemExit(f"{loop} failed (exit {p.returncode})")
+        results.append((p.pid, [float(t) for t in lines[:-2]], float(lines[-1])))
+    return tally(results, began)
+
+
+def tally(results, began):
+    """(ops/s, operations per process, handoffs/s) of throughput runs that
+    began at `began`: results are (pid, acquisition times, planned end)."""
     # Only the window in which all of them contend counts: a process that
-    # woke late from start.wait() also stops late, and alone at the end it
-    # would take the lock again and again, which says nothing about fairness.
+    # woke late from the start signal also stops late, and alone at the end
+    # it would take the lock again and again, which says nothing about
+    # fairness.
     window_end = min(end for _, _, end in results)
     window = window_end - began
     counts = [sum(1 for t in held if t <= window_end) for _, held, _ in results]
@@ -705,6 +735,8 @@ def main():
     ap.add_argument("--sections", default="1,4,5,2",
                     help="which measurements to run (1+3 handoff, 4 polling peer, "
                     "5 whole processes, 2 throughput)")
+    ap.add_argument("--loop", help="the rlock_bench_loop binary of section 2 (default: next "
+                    "to --rlock)")
     ap.add_argument("--script", help="the lock script the Python clients use (default: the "
                     "repository's; give the one --rlock embeds when measuring another version)")
     a = ap.parse_args()
@@ -802,7 +834,18 @@ def main():
                   f"{a.seconds} s each")
             print(f"{'client':<34} {'ops/s':>9} {'ops*hotRTT':>10} {'min/proc':>9} "
                   f"{'max/proc':>9} {'handoffs/s':>11} {'spread':>7}")
-            rows = [
+            loop = a.loop or os.path.join(os.path.dirname(a.rlock), "rlock_bench_loop")
+            rows = []
+            if os.access(loop, os.X_OK):
+                rows += [
+                    ("rlock's own client (C++)", native_throughput(srv, loop, a.procs, a.seconds,
+                                                                   "tp-native")),
+                    ("polling 100 ms, in C++", native_throughput(srv, loop, a.procs, a.seconds,
+                                                                 "tp-native-poll", poll=True)),
+                ]
+            else:
+                print(f"   (no {loop}: build the rlock_bench_loop target for the C++ rows)")
+            rows += [
                 ("rlock protocol (Python, EVALSHA)", throughput(srv, _rlock_worker, a.procs,
                                                                  a.seconds, "tp-rlock")),
                 ("redis-py Lock (polling 100 ms)", throughput(srv, _poll_worker, a.procs,
@@ -818,10 +861,21 @@ def main():
                 spread = max(abs(c - mean) for c in counts) / max(mean, 1e-9) * 100
                 print(f"{label:<34} {ops:>9.0f} {ops * hot / 1e6:>10.3f} {min(counts):>9} "
                       f"{max(counts):>9} {ch:>11} {spread:>6.0f}%")
-            fifo, poll = rows[0][1], rows[1][1]
-            print(f"   rlock / polling: {fifo[0] / poll[0]:.2f}x the operations, "
-                  f"{fifo[2] / max(poll[2], 1e-9):.1f}x the handoffs between processes, "
-                  f"{min(fifo[1]) / max(min(poll[1]), 1):.1f}x the slowest process's operations")
+            by = dict(rows)
+
+            def versus(what, fifo_label, poll_label):
+                fifo, poll = by[fifo_label], by[poll_label]
+                print(f"   {what}: {fifo[0] / poll[0]:.2f}x the operations, "
+                      f"{fifo[2] / max(poll[2], 1e-9):.1f}x the handoffs between processes, "
+                      f"{min(fifo[1]) / max(min(poll[1]), 1):.1f}x the slowest process's "
+                      "operations")
+            if "rlock's own client (C++)" in by:
+                versus("rlock's own client / redis-py Lock", "rlock's own client (C++)",
+                       "redis-py Lock (polling 100 ms)")
+                versus("the same, both in C++", "rlock's own client (C++)",
+                       "polling 100 ms, in C++")
+            versus("Python model of rlock / redis-py Lock", "rlock protocol (Python, EVALSHA)",
+                   "redis-py Lock (polling 100 ms)")
     finally:
         srv.stop()
 
