@@ -389,6 +389,11 @@ Error classify_server_error(std::string_view message) {
       // Redis 7.0 words an ACL refusal inside a script this way.
       message.find("user executing the script can't run this command") != std::string_view::npos ||
       message.find("No permissions to") != std::string_view::npos;
+  // A server at maxclients says so to a new connection and closes it: out
+  // of reach for now, like a refused connection (69, and a waiter rides it
+  // out), not a refusal of the command (76).
+  if (!auth && message.starts_with("ERR max number of clients reached"))
+    return Error{Error::Code::unreachable, std::string(message), kind};
   return Error{auth ? Error::Code::auth : Error::Code::server, std::string(message), kind};
 }
 

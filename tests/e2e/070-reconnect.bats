@@ -6,6 +6,7 @@
 load helpers
 
 teardown() {
+  release_client_slot
   # A busy script left by a failed test would make every later test BUSY.
   rcli SCRIPT KILL >/dev/null 2>&1 || true
   rcli CONFIG SET busy-reply-threshold 5000 >/dev/null 2>&1 || true
@@ -61,6 +62,39 @@ teardown() {
   assert_stderr --regexp "^rlock: error: redis://127\.0\.0\.1:[0-9]+/0 still answers BUSY after [3-9](\.[0-9]+)?s: BUSY "
   rcli SCRIPT KILL >/dev/null
   wait "$busy" || true
+}
+
+# take_client_slot: lowers maxclients to 1 and holds that one connection
+# (bash's /dev/tcp), so every new connection is refused with "ERR max number
+# of clients reached". release_client_slot undoes it.
+take_client_slot() {
+  rcli CONFIG SET maxclients 1 >/dev/null
+  exec {CLIENT_SLOT}<>"/dev/tcp/127.0.0.1/$REDIS_PORT"
+  # The held connection answers: the server counts it.
+  printf 'PING\r\n' >&"$CLIENT_SLOT"
+  local pong
+  read -r -t 5 pong <&"$CLIENT_SLOT"
+  [[ "$pong" == +PONG* ]]
+}
+
+release_client_slot() {
+  if [[ -n "${CLIENT_SLOT:-}" ]]; then
+    exec {CLIENT_SLOT}>&-
+    CLIENT_SLOT=
+    until_ok 50 rcli CONFIG SET maxclients 10000
+  fi
+}
+
+@test "retry: a server at maxclients is out of reach (69) and says so" {
+  take_client_slot
+  run redis-cli -p "$REDIS_PORT" PING
+  assert_output --partial "max number of clients reached"
+  rl 69 status maxed
+  assert_stderr --partial "max number of clients reached"
+  # The refusal races the pipelined request: it is read, or the connection
+  # is found reset. Either way the server is out of reach.
+  rl 69 acquire maxed
+  rl 69 release maxed --token 0123456789abcdef0123456789abcdef
 }
 
 @test "retry: a queued waiter rides out a restart whose dataset takes seconds to LOAD" {

@@ -34,5 +34,14 @@ TEST(ClassifyServerError, OtherErrorsAreServerErrorsWithTheirMessage) {
   }
 }
 
+TEST(ClassifyServerError, AServerAtMaxclientsIsOutOfReach) {
+  // What Redis writes to a new connection beyond maxclients, then closes it.
+  const Error error = classify_server_error("ERR max number of clients reached");
+  EXPECT_EQ(error.code, Error::Code::unreachable);
+  EXPECT_EQ(error.message, "ERR max number of clients reached");
+  // Only that refusal: another ERR stays a server error.
+  EXPECT_EQ(classify_server_error("ERR max number of arguments").code, Error::Code::server);
+}
+
 }  // namespace
 }  // namespace rlock::redis
