@@ -19,6 +19,8 @@ RLOCK_PACKAGES=(
   # unit and end-to-end tests
   libgtest-dev bats bats-assert bats-support openssl procps
   util-linux python3-redis parallel
+  # rlock under Valgrind (an e2e test; the start-up benchmark's instructions)
+  valgrind
   # style, man page, benchmarks, packaging, completions
   clang-format groff hyperfine dpkg-dev file bash-completion zsh fish
   # proof harness: libFuzzer and clang-tidy (clang 16: Debian 12's clang 14

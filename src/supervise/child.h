@@ -79,7 +79,8 @@ std::expected<std::string, int> resolve_command(const std::string& name, std::st
 /// destroyed.
 class Guardian {
  public:
-  /// Forks the guardian. It sends SIGTERM to the command's group when rlock
+  /// Starts the guardian, a process of its own (in rlock's memory where
+  /// it can be, else a fork). It sends SIGTERM to the command's group when rlock
   /// dies, SIGKILL `kill_after` later (or at the deadline rlock gave it, if
   /// sooner), and SIGKILL by itself once `must_be_dead_by` (moved on by
   /// Child::guard_until) has passed; none: it acts only when rlock dies.
@@ -103,8 +104,11 @@ class Guardian {
   friend class Child;
   /// It was reaped elsewhere: nothing to dismiss any more.
   void forget();
+  /// Unmaps its stack (a guardian in rlock's memory) once it is gone.
+  void free_stack();
   pid_t m_pid = -1;
-  Fd m_pipe;  // write end; the guardian holds the only read end
+  Fd m_pipe;                // write end; the guardian holds the only read end
+  void* m_stack = nullptr;  // its stack region, when it shares rlock's memory
 };
 
 class Child {
