@@ -45,12 +45,28 @@ int fail(const std::string& what) {
   return 1;
 }
 
-void print_times(const std::vector<double>& held, double end) {
+/// Waits for the start signal (a line on stdin), then runs `operation`
+/// (one acquire and release, which returns the moment it held the lock)
+/// until `seconds` have passed, and prints each acquisition's time, then
+/// "end T".
+template <typename Operation>
+int loop_and_print(double seconds, Operation operation) {
+  std::string go;
+  std::getline(std::cin, go);
+  std::vector<double> held;
+  held.reserve(1 << 16);
+  const double end = now_s() + seconds;
+  while (now_s() < end) {
+    const rlock::Result<double> at = operation();
+    if (!at) return fail(at.error().message);
+    held.push_back(*at);
+  }
   std::string out;
   out.reserve(held.size() * 20 + 32);
   for (double t : held) out += fmt::format("{:.6f}\n", t);
   out += fmt::format("end {:.6f}\n", end);
   std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
 }
 
 /// redis-py's Lock.release script.
@@ -59,21 +75,17 @@ constexpr std::string_view k_poll_release =
     "else return 0 end";
 
 /// Loops as redis-py's Lock(timeout=30, sleep=0.1).acquire() and release()
-/// do; returns the acquisition times.
-rlock::Result<std::vector<double>> poll_loop(const rlock::redis::ConnectOptions& options,
-                                             const std::string& name, double seconds) {
+/// do.
+int poll_loop(const rlock::redis::Url& url, const std::string& name, double seconds) {
   using namespace rlock;
+  redis::ConnectOptions options;
+  options.url = url;
   auto connection = redis::Connection::connect(options);
-  if (!connection) return std::unexpected(connection.error());
+  if (!connection) return fail(connection.error().message);
   const redis::Script release(k_poll_release);
   std::mt19937_64 random{std::random_device{}()};
-  std::string go;
-  std::getline(std::cin, go);
-  std::vector<double> held;
-  held.reserve(1 << 16);
-  const double end = now_s() + seconds;
   const std::vector<std::string> keys{name};
-  while (now_s() < end) {
+  return loop_and_print(seconds, [&]() -> Result<double> {
     const std::vector<std::string> token{fmt::format("{:016x}", random())};
     for (;;) {
       auto reply = connection->command({"SET", name, token[0], "NX", "PX", "30000"});
@@ -81,43 +93,21 @@ rlock::Result<std::vector<double>> poll_loop(const rlock::redis::ConnectOptions&
       if (!reply->is_nil()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    held.push_back(now_s());
+    const double at = now_s();
     auto released = connection->eval(release, keys, token, Clock::now() + Millis{5000});
     if (!released) return std::unexpected(released.error());
-  }
-  held.push_back(end);
-  return held;
+    return at;
+  });
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// Loops rlock's own acquire (no wait limit) and release.
+int rlock_loop(const rlock::redis::Url& url, const std::string& name, double seconds) {
   using namespace rlock;
-  const bool poll = argc == 5 && std::string_view(argv[1]) == "--poll";
-  if (poll) ++argv, --argc;
-  if (argc != 4) return fail("usage: rlock_bench_loop [--poll] URL NAME SECONDS");
-  auto url = redis::parse_url(argv[1]);
-  if (!url) return fail(url.error().message);
-  char* rest = nullptr;
-  const double seconds = std::strtod(argv[3], &rest);
-  if (rest == argv[3] || *rest != '\0' || seconds <= 0) return fail("SECONDS: a positive number");
-
-  if (poll) {
-    redis::ConnectOptions options;
-    options.url = *url;
-    auto held = poll_loop(options, argv[2], seconds);
-    if (!held) return fail(held.error().message);
-    const double end = held->back();
-    held->pop_back();
-    print_times(*held, end);
-    return 0;
-  }
-
   backend::Target target;
-  target.server.url = *url;
+  target.server.url = url;
   lock::LockClient client(backend::make_backend(std::move(target)));
   lock::Request request;
-  request.name = argv[2];
+  request.name = name;
   request.ttl = Millis{30'000};
   request.who.owner = "bench";
   request.who.host = "bench";
@@ -125,19 +115,26 @@ int main(int argc, char** argv) {
   request.who.command = "bench";
   // Connect before the start signal, as the Python workers do.
   if (auto view = client.status(request.name); !view) return fail(view.error().message);
-
-  std::string go;
-  std::getline(std::cin, go);
-  std::vector<double> held;
-  held.reserve(1 << 16);
-  const double end = now_s() + seconds;
-  while (now_s() < end) {
+  return loop_and_print(seconds, [&]() -> Result<double> {
     auto grant = client.acquire(request, std::nullopt);
-    if (!grant) return fail(grant.error().message);
-    held.push_back(now_s());
+    if (!grant) return std::unexpected(grant.error());
+    const double at = now_s();
     if (auto released = client.release(request.name, grant->token); !released)
-      return fail(released.error().message);
-  }
-  print_times(held, end);
-  return 0;
+      return std::unexpected(released.error());
+    return at;
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool poll = argc == 5 && std::string_view(argv[1]) == "--poll";
+  if (poll) ++argv, --argc;
+  if (argc != 4) return fail("usage: rlock_bench_loop [--poll] URL NAME SECONDS");
+  auto url = rlock::redis::parse_url(argv[1]);
+  if (!url) return fail(url.error().message);
+  char* rest = nullptr;
+  const double seconds = std::strtod(argv[3], &rest);
+  if (rest == argv[3] || *rest != '\0' || seconds <= 0) return fail("SECONDS: a positive number");
+  return poll ? poll_loop(*url, argv[2], seconds) : rlock_loop(*url, argv[2], seconds);
 }

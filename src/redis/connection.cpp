@@ -381,6 +381,11 @@ Error classify_server_error(std::string_view message) {
   // else (WRONGTYPE, OOM, READONLY, BUSY, LOADING, MOVED, NOSCRIPT, script
   // errors, ...) is the server refusing the command, and its message says why.
   const ServerError kind = server_error_kind(message);
+  // A server at maxclients says so to a new connection and closes it: out
+  // of reach for now, like a refused connection (69; a waiter already in
+  // the queue rides it out as an outage), not a refusal of the command (76).
+  if (message.starts_with("ERR max number of clients reached"))
+    return Error{Error::Code::unreachable, std::string(message), kind};
   const std::string_view prefix = message.substr(0, message.find(' '));
   const bool auth =
       kind == ServerError::noauth || prefix == "WRONGPASS" || prefix == "NOPERM" ||
@@ -389,11 +394,6 @@ Error classify_server_error(std::string_view message) {
       // Redis 7.0 words an ACL refusal inside a script this way.
       message.find("user executing the script can't run this command") != std::string_view::npos ||
       message.find("No permissions to") != std::string_view::npos;
-  // A server at maxclients says so to a new connection and closes it: out
-  // of reach for now, like a refused connection (69, and a waiter rides it
-  // out), not a refusal of the command (76).
-  if (!auth && message.starts_with("ERR max number of clients reached"))
-    return Error{Error::Code::unreachable, std::string(message), kind};
   return Error{auth ? Error::Code::auth : Error::Code::server, std::string(message), kind};
 }
 

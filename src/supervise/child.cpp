@@ -422,9 +422,7 @@ struct GuardArgs {
   std::int64_t kill_after_ns;
   std::int64_t kill_by;
 };
-#endif
 
-#ifdef RLOCK_GUARD_SHARES_MEMORY
 /// Whether the guardian may share rlock's memory: not under Valgrind, which
 /// runs no process that shares memory without being a thread (it stops the
 /// program), and is known by the preload it puts in every process it runs.
@@ -432,9 +430,7 @@ bool shared_memory_guardian() {
   const char* preload = std::getenv("LD_PRELOAD");
   return preload == nullptr || std::strstr(preload, "/vgpreload_") == nullptr;
 }
-#endif
 
-#ifdef RLOCK_GUARD_SHARES_MEMORY
 /// Starts guard(args) as a process in rlock's memory (CLONE_VM, not a
 /// thread: its own pid, descriptors and signal dispositions), which lives on
 /// when rlock dies: the memory stays as long as one of them uses it. A fork

@@ -79,8 +79,8 @@ std::expected<std::string, int> resolve_command(const std::string& name, std::st
 /// destroyed.
 class Guardian {
  public:
-  /// Starts the guardian, a process of its own (in rlock's memory where
-  /// it can be, else a fork). It sends SIGTERM to the command's group when rlock
+  /// Starts the guardian, a process of its own (in rlock's memory where it
+  /// can be, else a fork). It sends SIGTERM to the command's group when rlock
   /// dies, SIGKILL `kill_after` later (or at the deadline rlock gave it, if
   /// sooner), and SIGKILL by itself once `must_be_dead_by` (moved on by
   /// Child::guard_until) has passed; none: it acts only when rlock dies.
