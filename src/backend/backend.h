@@ -66,9 +66,11 @@ class Backend {
   /// Blocks until a release pushes to the wake list of `token`'s waiter on
   /// lock `name`, or `block` has passed. A wake-up that was not one (the
   /// server changed role, the connection was replaced) is harmless: the
-  /// waiter simply asks again.
+  /// waiter simply asks again. The answer is waited for until `by` at the
+  /// latest (the end of a --wait), or the command timeout after the block
+  /// if sooner: a server that froze meanwhile cannot stretch the wait.
   virtual Result<void> wait_for_wake(const std::string& name, const std::string& token,
-                                     Millis block) = 0;
+                                     Millis block, Deadline by) = 0;
 
   /// Blocks like wait_for_wake, then runs `then` (the waiter's acquire, which
   /// confirms a grant pushed to it, or refreshes its place), pipelined
@@ -80,9 +82,10 @@ class Backend {
   /// itself.
   virtual Result<std::optional<Outcome>> wait_then_run(const std::string& name,
                                                        const std::string& token, Millis block,
-                                                       const lock::Call& then) {
+                                                       Deadline by, const lock::Call& then) {
     (void)then;
-    if (auto woke = wait_for_wake(name, token, block); !woke) return std::unexpected(woke.error());
+    if (auto woke = wait_for_wake(name, token, block, by); !woke)
+      return std::unexpected(woke.error());
     return std::nullopt;
   }
 

@@ -72,6 +72,27 @@ Result<std::optional<NodeAddress>> slots_node(const redis::Reply& node,
 
 }  // namespace
 
+bool migrating_slots(std::string_view cluster_nodes) {
+  while (!cluster_nodes.empty()) {
+    const auto end = cluster_nodes.find('\n');
+    const auto line = cluster_nodes.substr(0, end);
+    // The flags are the third field; the markers come after the slots.
+    std::size_t field = 0, at = 0;
+    std::string_view flags;
+    while (at < line.size() && field < 3) {
+      const auto space = line.find(' ', at);
+      if (++field == 3)
+        flags = line.substr(at, space == std::string_view::npos ? line.npos : space - at);
+      at = space == std::string_view::npos ? line.size() : space + 1;
+    }
+    const bool myself = (',' + std::string(flags) + ',').find(",myself,") != std::string::npos;
+    if (myself && (line.find("->-") != line.npos || line.find("-<-") != line.npos)) return true;
+    cluster_nodes =
+        end == std::string_view::npos ? std::string_view() : cluster_nodes.substr(end + 1);
+  }
+  return false;
+}
+
 Result<std::vector<SlotRange>> parse_cluster_slots(const redis::Reply& reply,
                                                    std::string_view asked_host) {
   if (reply.type != redis::Reply::Type::array)
@@ -143,10 +164,11 @@ class ClusterBackend final : public Backend {
   void load_map(Deadline deadline) { (void)refresh(deadline); }
 
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
-  Result<void> wait_for_wake(const std::string& name, const std::string& token,
-                             Millis block) override;
+  Result<void> wait_for_wake(const std::string& name, const std::string& token, Millis block,
+                             Deadline by) override;
   Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
-                                               Millis block, const lock::Call& then) override;
+                                               Millis block, Deadline by,
+                                               const lock::Call& then) override;
   Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
   Result<void> for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
                                         const GapSink& gaps) override;
@@ -197,6 +219,11 @@ class ClusterBackend final : public Backend {
   Result<NodeAddress> route(int slot, Deadline deadline);
   /// The masters serving at least one slot, in map order.
   std::vector<NodeAddress> serving_masters() const;
+  /// The master of every slot, as the map says now.
+  std::vector<std::optional<NodeAddress>> slot_owners() const;
+  /// Whether a slot is being migrated now (a master's CLUSTER NODES says
+  /// so), or moved since `owners_before` (the map loaded again).
+  bool slots_moving(const std::vector<std::optional<NodeAddress>>& owners_before);
   /// Runs `call` on every lock of the master `node` (for_every_lock's
   /// listing of one shard); a failure leaves it without a connection.
   Result<void> list_master(const NodeAddress& node, const lock::Call& call, const LockSink& sink);
@@ -259,16 +286,21 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
   std::vector<NodeAddress> candidates = m_masters;
   candidates.insert(candidates.end(), m_replicas.begin(), m_replicas.end());
   for (const auto& seed : m_seeds) candidates.push_back({seed.url.host, seed.url.port});
-  std::vector<NodeAddress> asked;
+  std::vector<NodeAddress> unique;
+  for (const auto& node : candidates)
+    if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
   std::vector<std::string> problems;
   std::optional<Error> auth_error;
-  for (const auto& node : candidates) {
-    if (std::find(asked.begin(), asked.end(), node) != asked.end()) continue;
-    asked.push_back(node);
+  for (std::size_t k = 0; k < unique.size(); ++k) {
+    const NodeAddress& node = unique[k];
     if (Clock::now() >= deadline) break;
-    auto conn = connection(node, deadline);
+    // Each node gets its share of what is left, so that one that accepts
+    // connections and never answers (hung, frozen) cannot take the time
+    // of the others: the map is loaded from the first that answers.
+    const Deadline by = Clock::now() + (deadline - Clock::now()) / (unique.size() - k);
+    auto conn = connection(node, by);
     Result<redis::Reply> reply =
-        conn ? (*conn)->command(std::vector<std::string>{"CLUSTER", "SLOTS"}, deadline)
+        conn ? (*conn)->command(std::vector<std::string>{"CLUSTER", "SLOTS"}, by)
              : std::unexpected(conn.error());
     Result<std::vector<SlotRange>> ranges =
         reply ? parse_cluster_slots(*reply, node.host) : std::unexpected(reply.error());
@@ -346,7 +378,10 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
       auto conn = connection(*node, deadline);
       // Replicas are seen per master: a promoted replica starts afresh.
       int& seen = m_replicas_seen[node->text()];
-      outcome = conn ? execute(**conn, m_target.replicas, seen, keys, call, deadline, ask)
+      // Half of what is left at most (see failover_try_deadline): a master
+      // that hangs is how a shard most often starts failing over.
+      outcome = conn ? execute(**conn, m_target.replicas, seen, keys, call,
+                               failover_try_deadline(deadline), ask)
                      : std::unexpected(conn.error());
     }
     if (outcome) return outcome;
@@ -389,19 +424,23 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
         server_kind(error, {redis::ServerError::moved, redis::ServerError::ask});
     if (!redirected) refusal = error;
     if (auto paused = backoff.pause(redirected && refusal ? *refusal : error, describe(), missing);
-        !paused)
-      return std::unexpected(paused.error());
+        !paused) {
+      Error last = paused.error();
+      // The Cluster answered (its map was loaded): a shard failing over.
+      last.failing_over = last.code == Error::Code::unreachable && !m_masters.empty();
+      return std::unexpected(last);
+    }
   }
 }
 
 Result<void> ClusterBackend::wait_for_wake(const std::string& name, const std::string& token,
-                                           Millis block) {
-  const Deadline deadline = Clock::now() + block + command_timeout();
+                                           Millis block, Deadline by) {
+  const Deadline deadline = std::min(by, Clock::now() + block + command_timeout());
   const std::string key = lock::wake_key(m_target.prefix, name, token);
   // The wake list has the lock's hash tag: the node of the lock.
-  auto node = route(key_slot(key), Clock::now() + command_timeout());
+  auto node = route(key_slot(key), std::min(by, Clock::now() + command_timeout()));
   if (!node) return std::unexpected(node.error());
-  auto conn = connection(*node, Clock::now() + command_timeout());
+  auto conn = connection(*node, std::min(by, Clock::now() + command_timeout()));
   if (!conn) return std::unexpected(conn.error());
   auto woke = (*conn)->command(blpop_command(key, block), deadline);
   if (woke) return {};
@@ -432,15 +471,15 @@ Result<void> ClusterBackend::wait_failed(const Error& error, const NodeAddress& 
 
 Result<std::optional<Outcome>> ClusterBackend::wait_then_run(const std::string& name,
                                                              const std::string& token, Millis block,
-                                                             const lock::Call& then) {
-  const Deadline deadline = Clock::now() + block + command_timeout();
+                                                             Deadline by, const lock::Call& then) {
+  const Deadline deadline = std::min(by, Clock::now() + block + command_timeout());
   const auto keys = lock::lock_keys(m_target.prefix, name);
   const std::string key = lock::wake_key(m_target.prefix, name, token);
   // The wake list and the lock's keys share its hash tag: one node for the
   // BLPOP and the script behind it.
-  auto node = route(key_slot(key), Clock::now() + command_timeout());
+  auto node = route(key_slot(key), std::min(by, Clock::now() + command_timeout()));
   if (!node) return std::unexpected(node.error());
-  auto conn = connection(*node, Clock::now() + command_timeout());
+  auto conn = connection(*node, std::min(by, Clock::now() + command_timeout()));
   if (!conn) return std::unexpected(conn.error());
   const auto blpop = blpop_command(key, block);
   redis::Reply woke;
@@ -468,16 +507,19 @@ Result<void> ClusterBackend::list_master(const NodeAddress& node, const lock::Ca
     if (!loaded) return std::unexpected(loaded.error());
     return {};
   };
-  // A lock whose slot moved since SCAN (resharding, failover) is asked
-  // where it is now, once this master's listing is over (its reads may
-  // still be in flight on the connection run() would use).
+  // A lock whose slot moved since SCAN (resharding, failover), or is
+  // moving, is asked where it is now, once this master's listing is over
+  // (its reads may still be in flight on the connection run() would use).
   std::vector<std::string> moved;
   auto listed =
       scan_and_run(connect, load, m_target.prefix, call, timeout,
                    [&](std::string name, redis::Reply reply) -> Result<void> {
                      const auto kind = reply.is_error() ? redis::server_error_kind(reply.str)
                                                         : redis::ServerError::none;
-                     if (kind == redis::ServerError::moved || kind == redis::ServerError::ask) {
+                     // TRYAGAIN: the lock's keys are split between the two
+                     // nodes of a migrating slot; run() waits it out.
+                     if (kind == redis::ServerError::moved || kind == redis::ServerError::ask ||
+                         kind == redis::ServerError::tryagain) {
                        moved.push_back(std::move(name));
                        return {};
                      }
@@ -495,14 +537,47 @@ Result<void> ClusterBackend::list_master(const NodeAddress& node, const lock::Ca
   }
   for (auto& name : moved) {
     auto again = run(name, call, Clock::now() + timeout);
-    if (!again) return std::unexpected(again.error());
-    if (auto taken = sink(std::move(name), std::move(again->reply)); !taken) return taken;
+    if (!again && again.error().code != Error::Code::server) return std::unexpected(again.error());
+    // Still refused once the retries are over (a slot left half migrated
+    // answers TRYAGAIN until an operator fixes it): that lock is shown as
+    // broken, with the refusal; the rest of the master's locks are listed.
+    redis::Reply reply;
+    if (again) {
+      reply = std::move(again->reply);
+    } else {
+      reply.type = redis::Reply::Type::error;
+      reply.str = again.error().message;
+    }
+    if (auto taken = sink(std::move(name), std::move(reply)); !taken) return taken;
   }
   return {};
 }
 
 Result<void> ClusterBackend::for_every_lock(const lock::Call& call, const LockSink& sink) {
   return for_every_reachable_lock(call, sink, {});
+}
+
+std::vector<std::optional<NodeAddress>> ClusterBackend::slot_owners() const {
+  std::vector<std::optional<NodeAddress>> all(k_cluster_slots);
+  for (int slot = 0; slot < k_cluster_slots; ++slot) all[static_cast<size_t>(slot)] = owner(slot);
+  return all;
+}
+
+bool ClusterBackend::slots_moving(const std::vector<std::optional<NodeAddress>>& owners_before) {
+  const Millis timeout = command_timeout();
+  for (const auto& node : serving_masters()) {
+    auto conn = connection(node, Clock::now() + timeout);
+    if (!conn) continue;
+    auto reply =
+        (*conn)->command(std::vector<std::string>{"CLUSTER", "NODES"}, Clock::now() + timeout);
+    if (!reply) {
+      drop(node);
+      continue;
+    }
+    if (!reply->is_error() && migrating_slots(reply->str)) return true;
+  }
+  if (auto refreshed = refresh(Clock::now() + timeout); !refreshed) return false;
+  return slot_owners() != owners_before;
 }
 
 Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
@@ -524,6 +599,8 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
   std::vector<bool> listed(k_cluster_slots, false);
   std::optional<Clock::time_point> first_failure;
   std::optional<Backoff> backoff;
+  const auto owners_before = slot_owners();
+  bool second_pass = false;
   for (;;) {
     std::vector<std::pair<NodeAddress, Error>> failed;
     for (const auto& node : serving_masters()) {
@@ -535,7 +612,6 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
       for (int slot = 0; slot < k_cluster_slots && !pending; ++slot)
         pending = !listed[static_cast<size_t>(slot)] && serves(slot);
       if (!pending) continue;
-      const auto tried_at = Clock::now();
       auto done = list_master(node, call, sink);
       if (!done) {
         const Error& error = done.error();
@@ -544,15 +620,31 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
                                  redis::ServerError::tryagain}))
           return done;
         failed.emplace_back(node, error);
-        // The budget counts from the failed try's start: a frozen master
-        // (its reads timing out) is asked for one timeout, as in run().
-        if (!first_failure) first_failure = tried_at;
+        // The budget counts from when the failure was seen: a master that
+        // hangs shows it only when its reads time out, and its shard is
+        // then failing over (as in run()): the new master is looked for
+        // for another timeout. A refusal or a refused connection is seen
+        // at once, so its budget is the same as from the try's start.
+        if (!first_failure) first_failure = Clock::now();
         continue;
       }
       for (int slot = 0; slot < k_cluster_slots; ++slot)
         if (serves(slot)) listed[static_cast<size_t>(slot)] = true;
     }
-    if (failed.empty()) return {};
+    if (failed.empty()) {
+      // A slot migrating while the masters are listed one after another
+      // can hide a lock: listed on its destination before the lock's keys
+      // arrived, on its source after they left. Keys move one way, so a
+      // second listing of every master after the first finds each lock
+      // that moved during it (a name seen twice is the caller's to merge).
+      // Only when a migration is under way or ended meanwhile: a master
+      // shows its migrating and importing slots in CLUSTER NODES (a user
+      // whose ACL lacks it gets no second look), an ended one moved a slot.
+      if (second_pass || !slots_moving(owners_before)) return {};
+      second_pass = true;
+      std::fill(listed.begin(), listed.end(), false);
+      continue;
+    }
     if (!backoff) backoff.emplace(*first_failure + timeout, m_interrupt_fd, m_refusing);
     if (auto paused = backoff->pause(failed.front().second, describe(), "listing"); !paused) {
       if (paused.error().code == Error::Code::interrupted) return std::unexpected(paused.error());

@@ -51,6 +51,11 @@ struct SlotRange {
 Result<std::vector<SlotRange>> parse_cluster_slots(const redis::Reply& reply,
                                                    std::string_view asked_host);
 
+/// Whether a CLUSTER NODES reply (its "myself" line: a node shows only its
+/// own) has a slot being migrated away ("[SLOT->-ID]") or imported
+/// ("[SLOT-<-ID]").
+bool migrating_slots(std::string_view cluster_nodes);
+
 /// A MOVED or ASK redirection: the slot and the node to ask.
 struct Redirect {
   bool ask = false;

@@ -88,6 +88,13 @@ Result<void> Backoff::pause(const Error& error, const std::string& where,
   return {};
 }
 
+Deadline failover_try_deadline(Deadline deadline) {
+  const auto now = Clock::now();
+  if (deadline <= now) return deadline;
+  const auto half = std::chrono::ceil<Millis>(deadline - now) / 2;
+  return std::min(deadline, now + std::max(half, Millis(1000)));
+}
+
 std::vector<std::string> blpop_command(const std::string& key, Millis block) {
   return {"BLPOP", key, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)};
 }

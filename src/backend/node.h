@@ -73,6 +73,12 @@ class Backoff {
   bool m_gave_up_refused = false;
 };
 
+/// The deadline of one try on a node that may be failing over (a Cluster
+/// shard's master, a Sentinel master): half of what is left before
+/// `deadline`, a second at least, so that a node that hangs leaves time to
+/// find its successor and try again there.
+Deadline failover_try_deadline(Deadline deadline);
+
 /// BLPOP on a waiter's wake list `key` for at most `block`: fractional
 /// seconds (Redis >= 6.0); it returns early when a grant is pushed there.
 std::vector<std::string> blpop_command(const std::string& key, Millis block);

@@ -24,6 +24,7 @@
 #include "redis/multiplexer.h"
 #include "redis/server_error.h"
 #include "supervise/fd.h"
+#include "util/duration.h"
 
 namespace rlock::backend {
 
@@ -285,8 +286,8 @@ class QuorumBackend final : public Backend {
   }
 
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
-  Result<void> wait_for_wake(const std::string& name, const std::string& token,
-                             Millis block) override;
+  Result<void> wait_for_wake(const std::string& name, const std::string& token, Millis block,
+                             Deadline by) override;
   Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
 
   void set_interrupt_fd(int fd) override { m_interrupt_fd = fd; }
@@ -413,9 +414,9 @@ void QuorumBackend::dispatch(std::size_t k, const std::shared_ptr<Batch>& batch,
     batch->jobs[k] = post_run(k, batch, name, call, deadline);
     return;
   }
-  batch->jobs[k] = post(k, [batch, k, name, token, block](Backend& backend) {
+  batch->jobs[k] = post(k, [batch, k, name, token, block, deadline](Backend& backend) {
     MemberReply m;
-    if (auto woke = backend.wait_for_wake(name, token, block); woke) {
+    if (auto woke = backend.wait_for_wake(name, token, block, deadline); woke) {
       m.state = MemberReply::State::replied;
     } else {
       m = failed_reply(woke.error().message);
@@ -557,15 +558,22 @@ void QuorumBackend::give_back(const std::string& name, const std::string& token,
   (void)send(name, lock::release_call(token), Clock::now() + command_timeout(), to);
 }
 
+/// How many members gave an answer (an error reply is none).
+std::size_t members_answering(const std::vector<MemberReply>& replies) {
+  return static_cast<std::size_t>(
+      std::count_if(replies.begin(), replies.end(), [](const MemberReply& m) {
+        return m.state == MemberReply::State::replied && !m.reply.is_error();
+      }));
+}
+
 Error QuorumBackend::too_few(const std::string& what,
                              const std::vector<MemberReply>& replies) const {
   std::vector<std::string> problems;
   for (std::size_t k = 0; k < replies.size(); ++k) {
     if (replies[k].state == MemberReply::State::replied) continue;
-    problems.push_back(fmt::format("{}: {}", m_members[k]->model().describe(),
-                                   replies[k].state == MemberReply::State::pending
-                                       ? "no answer in time"
-                                       : replies[k].problem));
+    problems.push_back(fmt::format(
+        "{}: {}", m_members[k]->model().describe(),
+        replies[k].state == MemberReply::State::pending ? "no answer yet" : replies[k].problem));
   }
   return Error{Error::Code::unreachable,
                fmt::format("{} of {} quorum members: a majority is {}; {}", what, replies.size(),
@@ -575,6 +583,17 @@ Error QuorumBackend::too_few(const std::string& what,
 
 Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call& call,
                                        Deadline deadline) {
+  // Each member counts only its own holders: with a limit of N, N + 1
+  // holders can each hold a majority without any member seeing more than
+  // N (with five members and N = 2: {1,2,3}, {3,4,5}, {1,2,4,5}). Only one
+  // holder at a time (an exclusive lock: any two majorities share a
+  // member) or readers against a writer (a shared lock: the same) are safe.
+  if (const int limit = lock::requested_limit(call); limit > 1)
+    return fail(Error::Code::usage,
+                fmt::format("--limit {}: a quorum of deployments cannot keep a counting "
+                            "semaphore (each member counts only its own holders, so more than "
+                            "{} could each hold a majority); use one deployment for it",
+                            limit, limit));
   const auto started = Clock::now();
   const Millis ttl = lock::requested_ttl(call);
   const std::string& token = call.args.at(1);
@@ -650,8 +669,24 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
           fmt::format("lock '{}': the fence was raised on only {}", name, confirmed), *raised));
     return Outcome{count.refusal, std::nullopt};
   }
-  // Not a majority: give back what was granted (and what may still be,
-  // from a member that has not answered), keep our places in the queues.
+  // Not a majority. A waiter keeps its place on every member that answers
+  // in time: a member merely slower than the ones that decided is given as
+  // long again as the acquire took so far (as a grant's, above), so that
+  // it queues us rather than being given back. Otherwise each re-check
+  // would put us back at the tail of the slower members' queues, and the
+  // members would never agree on who is next (FIFO).
+  if (enqueue && count.pending > 0 && count.verdict == lock::Verdict::no) {
+    const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
+    replies = gather(*batch, std::min(deadline, Clock::now() + so_far),
+                     [](const std::vector<MemberReply>&) { return false; });
+    if (!replies) {
+      give_back(name, token, everyone);
+      return std::unexpected(replies.error());
+    }
+    count = lock::count_acquire(*replies);
+  }
+  // Give back what was granted (and what may still be, from a member that
+  // has not answered), keep our places in the queues.
   std::vector<std::size_t> back;
   for (std::size_t k : everyone)
     if (!enqueue || std::find(count.queued.begin(), count.queued.end(), k) == count.queued.end())
@@ -662,6 +697,17 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(
         too_few(fmt::format("lock '{}': only {} answered", name, answered), *replies));
+  // Members restarted within the TTL refuse whatever the lock's state (the
+  // delayed restart): without enough of the others no majority can grant,
+  // and "busy" would be false. A waiter waits for them to come of age; a
+  // caller that cannot wait is told why.
+  if (!enqueue && answered - count.young < lock::majority(m_members.size()))
+    return fail(Error::Code::unreachable,
+                fmt::format("lock '{}': only {} of {} quorum members have been up for the TTL "
+                            "({}): a majority is {}; a member restarted more recently does not "
+                            "count yet (it may have lost locks it held)",
+                            name, answered - count.young, m_members.size(), format_duration(ttl),
+                            lock::majority(m_members.size())));
   return Outcome{count.refusal, std::nullopt};
 }
 
@@ -713,11 +759,12 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
   });
   if (!replies) return std::unexpected(replies.error());
   if (force) {
-    const bool any = std::any_of(replies->begin(), replies->end(), [](const MemberReply& m) {
-      return m.state == MemberReply::State::replied;
-    });
-    if (!any)
-      return std::unexpected(too_few(fmt::format("lock '{}': none answered", name), *replies));
+    // Without a majority nothing can be said: the holders may be on the
+    // members out of reach (they evict them when they come back, if the
+    // request reaches them).
+    if (const std::size_t n = members_answering(*replies); n < lock::majority(m_members.size()))
+      return std::unexpected(too_few(
+          fmt::format("lock '{}': the forced release was answered by only {}", name, n), *replies));
     return Outcome{lock::combine_force(*replies), std::nullopt};
   }
   const auto count = lock::count_release(*replies);
@@ -743,11 +790,10 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
       auto replies =
           gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
       if (!replies) return std::unexpected(replies.error());
-      const bool any = std::any_of(replies->begin(), replies->end(), [](const MemberReply& m) {
-        return m.state == MemberReply::State::replied;
-      });
-      if (!any)
-        return std::unexpected(too_few(fmt::format("lock '{}': none answered", name), *replies));
+      // A minority cannot tell: the holders may be on the others.
+      if (const std::size_t n = members_answering(*replies); n < lock::majority(m_members.size()))
+        return std::unexpected(
+            too_few(fmt::format("lock '{}': only {} answered", name, n), *replies));
       return Outcome{lock::combine_status(member_names(), *replies), std::nullopt};
     }
     case lock::Operation::raise:
@@ -758,7 +804,7 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
 }
 
 Result<void> QuorumBackend::wait_for_wake(const std::string& name, const std::string& token,
-                                          Millis block) {
+                                          Millis block, Deadline by) {
   if (m_back_off) {
     // Our last try got grants on a minority only and gave them back: other
     // waiters hold the rest. A short random pause, rather than a wake-up
@@ -776,10 +822,10 @@ Result<void> QuorumBackend::wait_for_wake(const std::string& name, const std::st
   // Blocks on the wake list of every member at once: the first wake-up (or
   // the end of the block) ends the wait, and the other waits are cut short.
   auto batch = std::make_shared<Batch>(m_members.size());
+  const Deadline deadline = std::min(by, Clock::now() + block + command_timeout());
   for (std::size_t k = 0; k < m_members.size(); ++k)
-    dispatch(k, batch, name, lock::Call{}, Clock::now() + block, token, block);
+    dispatch(k, batch, name, lock::Call{}, deadline, token, block);
   kick();
-  const Deadline deadline = Clock::now() + block + command_timeout();
   auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>& r) {
     return std::any_of(r.begin(), r.end(),
                        [](const MemberReply& m) { return m.state == MemberReply::State::replied; });

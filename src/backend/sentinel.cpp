@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/node.h"
 #include "util/number.h"
 
 namespace rlock::backend {
@@ -67,14 +68,19 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
   for (std::size_t k = 0; k < sentinels.size(); ++k) {
     if (Clock::now() >= deadline) break;
     const std::size_t index = (discovery.first + k) % sentinels.size();
-    auto sentinel = redis::Connection::connect(within(sentinels[index], interrupt_fd, deadline));
+    // Each Sentinel gets its share of what is left, so that one that
+    // accepts connections and never answers (hung, or a host gone with
+    // its connections still routed) cannot take the others' time: with
+    // three, a hung first one costs a third of the timeout, not all of it.
+    const Deadline by = Clock::now() + (deadline - Clock::now()) / (sentinels.size() - k);
+    auto sentinel = redis::Connection::connect(within(sentinels[index], interrupt_fd, by));
     if (!sentinel) {
       if (sentinel.error().code == Error::Code::interrupted) return sentinel;
       if (sentinel.error().code == Error::Code::auth) auth_error = sentinel.error();
       problems.push_back(sentinel.error().message);
       continue;
     }
-    auto answer = ask(*sentinel, target.master_name, deadline);
+    auto answer = ask(*sentinel, target.master_name, by);
     if (!answer) {
       if (answer.error().code == Error::Code::interrupted) return std::unexpected(answer.error());
       if (answer.error().code == Error::Code::auth) auth_error = answer.error();
@@ -94,7 +100,10 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     options.url.host = answer->address->first;
     options.url.port = answer->address->second;
     options.url.hosts = {redis::Endpoint{options.url.host, options.url.port}};
-    auto master = redis::Connection::connect(within(options, interrupt_fd, deadline));
+    // Half of what is left at most: a master that hangs is failing over,
+    // and the Sentinels will name its successor (failover_try_deadline).
+    const Deadline master_by = failover_try_deadline(deadline);
+    auto master = redis::Connection::connect(within(options, interrupt_fd, master_by));
     if (!master) {
       if (master.error().code == Error::Code::interrupted) return master;
       // Wrong master credentials are the user's to fix, not a failover.
@@ -105,7 +114,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     // A Sentinel may still name the old master for a moment after a
     // failover, or one that came back as a replica: only a node that says
     // it is the master is used.
-    auto role = role_of(*master, deadline);
+    auto role = role_of(*master, master_by);
     if (!role) {
       if (role.error().code == Error::Code::interrupted || role.error().code == Error::Code::auth)
         return std::unexpected(role.error());

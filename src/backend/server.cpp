@@ -22,10 +22,11 @@ class ServerBackend final : public Backend {
       : m_target(std::move(target)), m_interrupt_fd(m_target.server.interrupt_fd) {}
 
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
-  Result<void> wait_for_wake(const std::string& name, const std::string& token,
-                             Millis block) override;
+  Result<void> wait_for_wake(const std::string& name, const std::string& token, Millis block,
+                             Deadline by) override;
   Result<std::optional<Outcome>> wait_then_run(const std::string& name, const std::string& token,
-                                               Millis block, const lock::Call& then) override;
+                                               Millis block, Deadline by,
+                                               const lock::Call& then) override;
   Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
   Result<void> for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
                                         const GapSink& gaps) override;
@@ -292,9 +293,12 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     // once would only double the wait for that answer.
     const bool reused = m_connection.has_value();
     auto conn = connection(deadline);
-    Result<Outcome> outcome =
-        conn ? execute(**conn, m_target.replicas, m_replicas_seen, keys, call, deadline)
-             : std::unexpected(conn.error());
+    // Under Sentinel, half of what is left at most (see
+    // failover_try_deadline): a master that hangs is failing over.
+    Result<Outcome> outcome = conn
+                                  ? execute(**conn, m_target.replicas, m_replicas_seen, keys, call,
+                                            sentinel() ? failover_try_deadline(deadline) : deadline)
+                                  : std::unexpected(conn.error());
     // Fewer acknowledgements than replicas seen may be a failover in
     // progress: the next try asks the Sentinels where the master is now.
     if (outcome && outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() &&
@@ -327,15 +331,19 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     if (follow) m_connection.reset();
     const bool transient = error.code == Error::Code::server && redis::is_transient(error.server);
     if (!follow && !transient) return outcome;
-    if (auto paused = backoff.pause(error, describe(), "no usable master"); !paused)
-      return std::unexpected(paused.error());
+    if (auto paused = backoff.pause(error, describe(), "no usable master"); !paused) {
+      Error last = paused.error();
+      // The Sentinels answered and named a master out of reach.
+      last.failing_over = last.code == Error::Code::unreachable && follow;
+      return std::unexpected(last);
+    }
   }
 }
 
 Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::string& token,
-                                          Millis block) {
-  if (m_cluster) return m_cluster->wait_for_wake(name, token, block);
-  const Deadline deadline = Clock::now() + block + command_timeout();
+                                          Millis block, Deadline by) {
+  if (m_cluster) return m_cluster->wait_for_wake(name, token, block, by);
+  const Deadline deadline = std::min(by, Clock::now() + block + command_timeout());
   auto conn = connection(deadline);
   if (!conn) return std::unexpected(conn.error());
   auto woke = (*conn)->command(blpop_command(lock::wake_key(m_target.prefix, name, token), block),
@@ -364,10 +372,10 @@ Result<void> ServerBackend::wait_failed(const Error& error) {
 
 Result<std::optional<Outcome>> ServerBackend::wait_then_run(const std::string& name,
                                                             const std::string& token, Millis block,
-                                                            const lock::Call& then) {
-  if (m_probe_cluster) (void)probe_cluster(Clock::now() + command_timeout());
-  if (m_cluster) return m_cluster->wait_then_run(name, token, block, then);
-  const Deadline deadline = Clock::now() + block + command_timeout();
+                                                            Deadline by, const lock::Call& then) {
+  if (m_probe_cluster) (void)probe_cluster(std::min(by, Clock::now() + command_timeout()));
+  if (m_cluster) return m_cluster->wait_then_run(name, token, block, by, then);
+  const Deadline deadline = std::min(by, Clock::now() + block + command_timeout());
   auto conn = connection(deadline);
   if (!conn) return std::unexpected(conn.error());
   const auto keys = lock::lock_keys(m_target.prefix, name);

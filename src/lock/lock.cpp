@@ -102,7 +102,9 @@ Deadline refusals_end(const std::optional<Deadline>& outage_since, Deadline give
 }
 
 /// Decides whether a waiter rides out a failure: a transport failure only
-/// once it is queued (a server that never answered is an error at once), a
+/// once it is queued (a server that never answered is an error at once) or
+/// when it is a failover (Error::failing_over: the rest of the deployment
+/// answers), a
 /// transient server refusal (LOADING, BUSY, ...) whenever it may wait at
 /// all; both only for k_outage_tolerance and within its own --wait. A grant
 /// the replicas did not acknowledge is retried for the whole of an explicit
@@ -115,7 +117,10 @@ Result<void> ride_out(const Error& error, bool queued, bool blocking,
                       std::optional<Deadline>& outage_since, Deadline give_up_at, Deadline tried_at,
                       int interrupt_fd) {
   const bool lagging = blocking && is_unacknowledged(error);
-  const bool lost_server = queued && error.code == Error::Code::unreachable;
+  // A master failing over (the rest of its Cluster, or its Sentinels,
+  // answer) is ridden out by any waiter, queued or not yet.
+  const bool lost_server =
+      (queued || (blocking && error.failing_over)) && error.code == Error::Code::unreachable;
   const bool transient = blocking && is_refusal(error);
   if (!lost_server && !transient && !lagging) return std::unexpected(error);
   auto now = Clock::now();
@@ -256,7 +261,12 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
     // block without news, refreshes our place, as a re-check.
     const Call again = acquire_call(request, *token, true);
     const auto woke_at = Clock::now();
-    auto woke = m_backend->wait_then_run(request.name, *token, block, again);
+    // The answer is due by the end of the wait (k_min_try after the block
+    // at the least, as for a try): a server that froze while we were
+    // queued must not stretch `-w 2s` to the block plus a command timeout.
+    const Deadline answer_by =
+        wait ? std::max(give_up_at, woke_at + block + k_min_try) : Deadline::max();
+    auto woke = m_backend->wait_then_run(request.name, *token, block, answer_by, again);
     refused = !woke && is_refusal(woke.error());
     if (!woke) {
       auto retry =

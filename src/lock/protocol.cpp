@@ -194,6 +194,11 @@ Millis requested_ttl(const Call& call) {
   return Millis(std::strtoll(call.args[4].c_str(), nullptr, 10));
 }
 
+int requested_limit(const Call& call) {
+  if (operation_of(call) != Operation::acquire || call.args.size() < 4) return 1;
+  return static_cast<int>(std::strtol(call.args[3].c_str(), nullptr, 10));
+}
+
 Call with_min_uptime(Call call, Millis min_uptime) {
   // ARGV: op token mode limit ttl blob enqueue lease [min_uptime]
   call.args.resize(8);
@@ -244,7 +249,10 @@ AcquireCount count_acquire(const std::vector<MemberReply>& members) {
       best_position = -1;
       continue;
     }
-    if (*state != 0) continue;  // -2: restarted too recently to count
+    if (*state != 0) {  // -2: restarted too recently to count
+      ++count.young;
+      continue;
+    }
     const std::int64_t position = integer_of(m.reply.elements[1]).value_or(0);
     if (position > 0) count.queued.push_back(k);
     if (best_position == -1) continue;
@@ -256,9 +264,15 @@ AcquireCount count_acquire(const std::vector<MemberReply>& members) {
     }
   }
   const std::size_t need = majority(members.size());
+  const std::size_t answered = count.granted + count.refused;
+  // Not granted is decided only once it is also known whether a majority
+  // answered (the lock is busy) or cannot any more (out of reach): three
+  // refusals of five say "busy", but two refusals and a dead member say
+  // nothing yet while two members have still to answer.
   if (count.granted >= need)
     count.verdict = Verdict::yes;
-  else if (count.granted + count.pending < need)
+  else if (count.granted + count.pending < need &&
+           (answered >= need || answered + count.pending < need))
     count.verdict = Verdict::no;
   if (count.refusal.type != redis::Reply::Type::array)
     count.refusal =

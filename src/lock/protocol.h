@@ -65,6 +65,8 @@ enum class Operation { acquire, renew, release, force, status, raise, other };
 Operation operation_of(const Call& call);
 /// The TTL an acquire asks for (0 for any other call).
 Millis requested_ttl(const Call& call);
+/// The holder limit an acquire asks for (1 for any other call).
+int requested_limit(const Call& call);
 /// The same acquire with the delayed-restart check (`min_uptime`) added.
 Call with_min_uptime(Call call, Millis min_uptime);
 
@@ -93,10 +95,15 @@ struct MemberReply {
 /// Whether the members' answers decide the outcome yet.
 enum class Verdict { pending, yes, no };
 
-/// The count of an acquire: granted when a majority granted. A member that
-/// has not been up for the TTL (reply {-2, uptime}) counts as refusing.
+/// The count of an acquire: granted (yes) when a majority granted; not
+/// granted (no) once a majority can no longer grant and it is also known
+/// whether a majority answered (the lock is busy) or cannot any more (out
+/// of reach). A member that has not been up for the TTL (reply {-2,
+/// uptime}) counts as refusing.
 struct AcquireCount {
   std::size_t granted = 0, refused = 0, failed = 0, pending = 0;
+  /// Of the refusals: members up for less than the TTL ({-2, uptime}).
+  std::size_t young = 0;
   std::int64_t fence = 0;           // the highest fence a granting member returned
   std::vector<std::size_t> grants;  // the members that granted
   std::vector<std::size_t> queued;  // the members where the token is queued

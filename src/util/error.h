@@ -52,6 +52,11 @@ struct Error {
   /// For a server's error reply: which server answered (its redacted URL),
   /// unless the message already names it; the report puts it in front.
   std::string origin{};
+  /// For code unreachable: the node out of reach is part of a deployment
+  /// that answers (a Cluster shard's master, the master the Sentinels
+  /// name), so a failover is likely under way: a waiter rides it out as it
+  /// rides out a server lost once queued.
+  bool failing_over = false;
 };
 
 template <class T>

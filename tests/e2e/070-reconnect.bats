@@ -6,6 +6,7 @@
 load helpers
 
 teardown() {
+  if [[ -f "$BATS_TEST_TMPDIR/frozen" ]]; then kill -CONT "$(<"$BATS_TEST_TMPDIR/frozen")" || true; fi
   release_client_slot
   # A busy script left by a failed test would make every later test BUSY.
   rcli SCRIPT KILL >/dev/null 2>&1 || true
@@ -142,4 +143,29 @@ release_client_slot() {
   assert_stderr "rlock: error: $RLOCK_URL: this server needs a password: set RLOCK_PASSWORD or --password-file"
   RLOCK_PASSWORD=s3cret rl 0 status
   redis-cli -p "$REDIS_PORT" -a s3cret --no-auth-warning CONFIG SET requirepass '' >/dev/null
+}
+
+@test "retry: a server that freezes while a waiter is queued ends -w 1s by its wait, not a command timeout later" {
+  rl 0 acquire frozen -t 30s
+  bg_rlock waiter acquire frozen -w 1s -t 5s
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(rcli ZCARD 'rlock:{frozen}:q')" == 1 ]] && break
+    nap 0.02
+  done
+  # The server's own pid: a test before may have restarted it.
+  local start pid
+  pid="$(rcli INFO server | tr -d '\r' | sed -n 's/^process_id://p')"
+  [[ -n "$pid" ]] || fail "no process_id from the server"
+  echo "$pid" >"$BATS_TEST_TMPDIR/frozen"
+  start="$(now_ms)"
+  kill -STOP "$pid"
+  bg_wait waiter 69 10
+  local took=$(($(now_ms) - start))
+  kill -CONT "$pid"
+  rm "$BATS_TEST_TMPDIR/frozen"
+  assert_stderr --partial "timed out"
+  # The wait's end (1 s) plus at most k_min_try (1 s) for the answer; before,
+  # the block's answer had the whole command timeout (~6 s in all).
+  ((took < 3500)) || fail "took ${took} ms after the freeze"
 }

@@ -175,3 +175,29 @@ holder_expiry() {
   RLOCK_URL="redis-sentinel://127.0.0.1:$a,127.0.0.1:$b/0#$TOPO_NAME" rl 69 acquire x -n
   assert_regex "$stderr" "Sentinel"
 }
+
+@test "sentinel: a hung Sentinel first in the URL costs its share of the time, and the next one answers" {
+  local url="$RLOCK_URL"
+  start_hung_server
+  export RLOCK_URL="${url%%://*}://127.0.0.1:$HUNG_PORT,${url#*://}"
+  rl 0 acquire hung -t 10s
+  rl 0 release hung --token "$output"
+  rl 0 run hung -t 10s -- true
+  assert_equal "$stderr" ""
+  stop_hung_server
+}
+
+@test "sentinel: a frozen master is a failover: acquire -w takes the lock on the promoted replica" {
+  local old new pid
+  old="$(master_port)"
+  pid="$(node_pid "$old")"
+  # SIGSTOP: the master accepts connections and never answers (a hang, not
+  # a crash) until the Sentinels promote a replica; setup thaws it.
+  freeze_node "$old"
+  rl 0 acquire frozen -w 30s -t 10s --replicas 0
+  new="$(wait_for_new_master "$old" 15)"
+  assert_not_equal "$new" "$old"
+  assert_equal "$(node_cli "$new" EXISTS 'rlock:{frozen}:m')" 1
+  rl 0 release frozen --token "$output"
+  thaw_node "$old"
+}

@@ -153,6 +153,17 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   assert_stderr --partial "127.0.0.1:$dead"
 }
 
+@test "cluster: a hung seed first in the list costs its share of the time, and the next one answers" {
+  local scheme="${RLOCK_URL%%://*}"
+  start_hung_server
+  export RLOCK_URL="$scheme://127.0.0.1:$HUNG_PORT,127.0.0.1:$SEED/0"
+  rl 0 acquire hungseed -t 10s
+  rl 0 release hungseed --token "$output"
+  rl 0 status --json
+  assert_equal "$stderr" ""
+  stop_hung_server
+}
+
 @test "cluster: a slot being migrated: ASK is followed, TRYAGAIN waited out, and the lock taken once the slot moved" {
   local src dst name slot src_id dst_id p
   src="$(cluster_masters | head -n 1)"
@@ -250,4 +261,52 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   bg_wait job 0 20
   stop_watcher
   check_watcher_kept_out
+}
+
+@test "cluster: a frozen master is a failover: acquire -w takes the lock on the promoted replica, and release finds it" {
+  local old other name slot new pid token
+  old="$(cluster_masters | head -n 1)"
+  other="$(cluster_masters | tail -n 1)"
+  name="$(lock_on_master "$old" frozen)"
+  slot="$(slot_of_master "$old")"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  pid="$(cluster_node_pid "$old")"
+  # SIGSTOP: the node accepts connections and never answers (a hang, not
+  # a crash), until its replica is promoted. SIGKILLed by kill_bg_pids if
+  # the test fails; the next setup starts it again.
+  kill -STOP "$pid"
+  echo "$pid" >"$M/frozen.pid"
+  export RLOCK_URL
+  RLOCK_URL="$(cluster_url "$other")"
+  rl 0 acquire "$name" -w 30s -t 10s
+  token="$output"
+  new="$(wait_promoted "$slot" "$old")"
+  assert_equal "$(cluster_cli "$new" EXISTS "rlock:{$name}:m")" 1
+  rl 0 release "$name" --token "$token"
+  assert_equal "$(cluster_cli "$new" EXISTS "rlock:{$name}:m")" 0
+  kill -CONT "$pid"
+  rm "$M/frozen.pid"
+}
+
+@test "cluster: a run whose lock's master freezes releases on the promoted replica, with no warning" {
+  local old other name pid slot new
+  old="$(cluster_masters | head -n 1)"
+  other="$(cluster_masters | tail -n 1)"
+  name="$(lock_on_master "$old" frozen-run)"
+  slot="$(cluster_cli "$old" CLUSTER KEYSLOT "rlock:{$name}:m")"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  export RLOCK_URL
+  RLOCK_URL="$(cluster_url "$other")"
+  run_section "$name" 3 -t 9s
+  pid="$(cluster_node_pid "$old")"
+  kill -STOP "$pid"
+  echo "$pid" >"$M/frozen.pid"
+  # The release is due while the shard fails over (~2-3 s): it must reach
+  # the promoted replica, not time out on the frozen master.
+  bg_wait job 0 25
+  assert_equal "$stderr" ""
+  new="$(wait_promoted "$slot" "$old")"
+  assert_equal "$(cluster_cli "$new" EXISTS "rlock:{$name}:h")" 0
+  kill -CONT "$pid"
+  rm "$M/frozen.pid"
 }

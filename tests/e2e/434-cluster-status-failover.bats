@@ -42,6 +42,18 @@ hold_one_per_master() {
   done
 }
 
+# hold_victim_shard: hold_one_per_master, then sets `victim` (the first
+# master, the one a test fails), `slot` (one of its slots) and `all` (every
+# name held, sorted), and points RLOCK_URL at the last master, which stays.
+hold_victim_shard() {
+  hold_one_per_master
+  victim="$(head -n 1 "$M/held" | cut -d' ' -f1)"
+  RLOCK_URL="$(cluster_url "$(tail -n 1 "$M/held" | cut -d' ' -f1)")"
+  all="$(cut -d' ' -f2 "$M/held" | sort | tr '\n' ' ')"
+  all="${all% }"
+  slot="$(slot_of_master "$victim")"
+}
+
 # held_on PORT / held_off PORT: the names held on the master PORT / on the others.
 held_on() { awk -v p="$1" '$1 == p { print $2 }' "$M/held"; }
 held_off() { awk -v p="$1" '$1 != p { print $2 }' "$M/held"; }
@@ -77,14 +89,8 @@ assert_json_unlisted() {
 }
 
 @test "cluster status: a listing during a kill -9 failover completes once the replica is promoted" {
-  local victim seed slot all new
-  hold_one_per_master
-  victim="$(head -n 1 "$M/held" | cut -d' ' -f1)"
-  seed="$(tail -n 1 "$M/held" | cut -d' ' -f1)"
-  RLOCK_URL="$(cluster_url "$seed")"
-  all="$(cut -d' ' -f2 "$M/held" | sort | tr '\n' ' ')"
-  all="${all% }"
-  slot="$(slot_of_master "$victim")"
+  local victim slot all new
+  hold_victim_shard
   kill -KILL "$(cluster_node_pid "$victim")"
   # Started at once, while the master is gone and not yet replaced. The
   # promotion takes ~2-3 s (cluster-node-timeout 1 s) and may take longer
@@ -167,4 +173,54 @@ assert_json_unlisted() {
   assert_output --partial "held (exclusive)"
   rl_wait dead 69
   assert_stderr --partial "127.0.0.1:$victim"
+}
+
+@test "cluster status: a listing with a frozen master completes once its replica is promoted" {
+  local victim slot all new pid
+  hold_victim_shard
+  pid="$(cluster_node_pid "$victim")"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  # SIGSTOP: the master's reads time out (after the 5 s command timeout)
+  # instead of failing at once; the promotion takes ~2-3 s meanwhile.
+  kill -STOP "$pid"
+  echo "$pid" >"$M/frozen.pid"
+  rl 0 status --json
+  # shellcheck disable=SC2086
+  assert_json_names $all
+  assert_json_unlisted
+  new="$(wait_promoted "$slot" "$victim" 15)"
+  echo "# $victim failed over to $new" >&3
+  kill -CONT "$pid"
+  rm "$M/frozen.pid"
+}
+
+@test "cluster status: while a slot migrates, a lock half moved waits for the move and is listed once, not broken" {
+  local src dst name slot src_id dst_id p keys
+  src="$(cluster_masters | head -n 1)"
+  dst="$(cluster_masters | tail -n 1)"
+  name="$(lock_on_master "$src" moving)"
+  rl 0 acquire "$name" -n -t 60s
+  rl 0 acquire still -n -t 60s
+  slot="$(cluster_cli "$src" CLUSTER KEYSLOT "rlock:{$name}:m")"
+  src_id="$(cluster_cli "$src" CLUSTER MYID)"
+  dst_id="$(cluster_cli "$dst" CLUSTER MYID)"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  assert_equal "$(cluster_cli "$dst" CLUSTER SETSLOT "$slot" IMPORTING "$src_id")" OK
+  assert_equal "$(cluster_cli "$src" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id")" OK
+  # The middle of a reshard that moves one key at a time: one of the lock's
+  # keys is on the destination, the others still on the source, whose lock
+  # script answers TRYAGAIN (some keys here, some gone) until all moved.
+  read -r -a keys <<<"$(cluster_cli "$src" KEYS "rlock:{$name}:*" | tr '\n' ' ')"
+  ((${#keys[@]} >= 3)) || fail "keys of $name on $src: ${keys[*]}"
+  assert_equal "$(cluster_cli "$src" MIGRATE 127.0.0.1 "$dst" "" 0 5000 KEYS "${keys[0]}")" OK
+  rl_bg listing status --json
+  sleep 1
+  assert_equal "$(cluster_cli "$src" MIGRATE 127.0.0.1 "$dst" "" 0 5000 KEYS "${keys[@]:1}")" OK
+  for p in $(cluster_masters); do
+    assert_equal "$(cluster_cli "$p" CLUSTER SETSLOT "$slot" NODE "$dst_id")" OK
+  done
+  rl_wait listing 0
+  assert_json
+  assert_equal "$(json '" ".join(sorted(l["name"] for l in d["locks"]))')" "$name still"
+  assert_equal "$(json 'len(d["broken"])')" 0
 }

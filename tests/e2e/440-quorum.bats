@@ -128,7 +128,7 @@ print(v["members"][4]["error"])' "$output"
   assert_equal "$(q_holding q6)" 3
   rl 0 release q6 --token "$token"
   q_kill 3
-  rl 69,75 acquire q6 -n -t "$Q_TTL"
+  rl 69 acquire q6 -n -t "$Q_TTL"
   assert_equal "$(q_holding q6)" 0
   rl 69,75 acquire q6 -w 1s -t "$Q_TTL"
   assert_equal "$(q_holding q6)" 0
@@ -225,4 +225,80 @@ print(v["members"][4]["error"])' "$output"
   done
   assert_equal "$(q_holding q11)" 5
   bg_wait holder 0 10
+}
+
+@test "quorum: with a member dead, waiters on a busy lock queue and get it; -n says busy" {
+  rl 0 acquire dq -t "$Q_TTL"
+  local token="$output"
+  # The last member: its refusal comes first and, before the fix, decided
+  # "out of reach" while three live members had yet to answer.
+  q_kill 5
+  local i
+  for ((i = 0; i < 5; i++)); do rl 75 acquire dq -n -t "$Q_TTL"; done
+  bg_rlock waiter run dq -w 20s -t "$Q_TTL" -- true
+  nap 1
+  rl 0 release dq --token "$token"
+  bg_wait waiter 0 20
+}
+
+@test "quorum: waiters are served in the order they came" {
+  rl 0 acquire fq -t "$Q_TTL"
+  local token="$output" i
+  for i in 1 2 3 4 5; do
+    session "w$i" "\"\$RLOCK\" run fq -w 50s -t $Q_TTL -c 'echo $i >>\"\$DIR/order\"'"
+    # Each waiter queued on every member before the next arrives (a loaded
+    # machine can take longer than any fixed pause to start one).
+    local tries=0
+    until (($(q_queue_len fq) >= i)); do
+      ((++tries < 200)) || fail "waiter $i not queued on every member"
+      nap 0.05
+    done
+  done
+  rl 0 release fq --token "$token"
+  wait_sessions
+  assert_equal "$(tr '\n' ' ' <"$BATS_TEST_TMPDIR/order")" "1 2 3 4 5 "
+}
+
+@test "quorum: status NAME and release --force answered by a minority exit 69, naming the members" {
+  # Held on members 3-5 only (1 and 2 frozen while it is taken, and given
+  # it back when they resume)...
+  q_freeze 1
+  q_freeze 2
+  rl 0 acquire mq -t "$Q_TTL"
+  q_thaw 1
+  q_thaw 2
+  sleep 0.2
+  # ... and only 1 and 2 answer: they would say "free".
+  q_kill 3
+  q_kill 4
+  q_kill 5
+  rl 69 status mq
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "only 2 answered of 5 quorum members"
+  assert_stderr --partial "127.0.0.1:$(q_port 4)/0"
+  rl 69 status mq --json
+  rl 69 release mq --force
+  assert_stderr --partial "the forced release was answered by only 2 of 5"
+}
+
+@test "quorum: a counting semaphore is refused before anything is sent (members cannot bound the total)" {
+  rl 64 acquire sem -l 2 -t "$Q_TTL"
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "--limit 2: a quorum of deployments cannot keep a counting semaphore"
+  rl 64 run sem -l 3 -t "$Q_TTL" -- true
+  local k
+  for ((k = 1; k <= Q_N; k++)); do assert_equal "$(qcli "$k" DBSIZE)" 0; done
+  # An exclusive lock (--limit 1) and a shared one are fine.
+  rl 0 run sem -l 1 -t "$Q_TTL" -- true
+  rl 0 run sem -s -t "$Q_TTL" -- true
+}
+
+@test "quorum: members younger than the TTL make -n say why it cannot be taken (69), not busy" {
+  # Up for seconds, not an hour: under the delayed-restart rule no member
+  # counts for a 1 h lease, whatever the lock's state.
+  rl 69 acquire young -n -t 1h
+  assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (1h)"
+  rl 1 status young
+  local k
+  for ((k = 1; k <= Q_N; k++)); do assert_equal "$(qcli "$k" DBSIZE)" 0; done
 }

@@ -490,6 +490,25 @@ start_redis() {
   return 1
 }
 
+# start_hung_server: a redis-server stopped with SIGSTOP, on HUNG_PORT: the
+# kernel still accepts connections to it, and nothing ever answers (a hung
+# or frozen node). Its pid is in $BATS_TEST_TMPDIR/hung.pid, so that
+# kill_bg_pids SIGKILLs it if the test fails; stop_hung_server otherwise.
+# Leaves REDIS_PORT and RLOCK_URL as they were.
+start_hung_server() {
+  local port="${REDIS_PORT:-}" pid="${REDIS_PID:-}" dir="${REDIS_DIR:-}" url="${RLOCK_URL:-}"
+  start_redis || return 1
+  export HUNG_PORT="$REDIS_PORT" HUNG_PID="$REDIS_PID"
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+  kill -STOP "$HUNG_PID"
+  echo "$HUNG_PID" >"$BATS_TEST_TMPDIR/hung.pid"
+}
+stop_hung_server() {
+  kill -CONT "$HUNG_PID"
+  rm -f "$BATS_TEST_TMPDIR/hung.pid"
+  stop_redis "$HUNG_PID"
+}
+
 # rcli ARGS...: redis-cli against the server of the last start_redis.
 rcli() {
   redis-cli -p "$REDIS_PORT" "$@" </dev/null

@@ -108,6 +108,18 @@ for p in PORTS: member(p).flushall()
 $_Q_WAIT_UPTIME"
 }
 
+# q_queue_len NAME: the shortest queue of lock NAME over the members (how
+# many waiters every member has queued).
+q_queue_len() {
+  local k port min=""
+  for ((k = 1; k <= Q_N; k++)); do
+    port="Q_PORT_$k"
+    REDIS_CMD_TIMEOUT=2 redis_cmd "${!port}" ZCARD "rlock:{$1}:q" 2>/dev/null || redis_reply=(0)
+    if [[ -z "$min" ]] || ((redis_reply[0] < min)); then min="${redis_reply[0]}"; fi
+  done
+  echo "$min"
+}
+
 # q_holding NAME: how many members have a holder of lock NAME (a member
 # out of reach counts as not holding).
 q_holding() {

@@ -131,3 +131,29 @@ TEST(ParseRedirect, RefusesAnythingElse) {
 
 }  // namespace
 }  // namespace rlock::backend
+
+namespace rlock::backend {
+namespace {
+
+TEST(MigratingSlots, SeenOnlyOnTheNodesOwnLine) {
+  const std::string idle =
+      "07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected\n"
+      "67ed 127.0.0.1:30002@40002 master - 0 1426238316232 2 connected 5461-10922\n"
+      "e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460\n";
+  EXPECT_FALSE(migrating_slots(idle));
+  EXPECT_FALSE(migrating_slots(""));
+  // Migrating away, importing: both on the node's own ("myself") line.
+  EXPECT_TRUE(migrating_slots(
+      "e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 [93->-67ed]\n"));
+  EXPECT_TRUE(migrating_slots(
+      "67ed 127.0.0.1:30002@40002 master - 0 1 2 connected 5461-10922\n"
+      "e7d1 127.0.0.1:30001@40001 master,myself - 0 0 1 connected 0-5460 [77-<-67ed]"));
+  // A marker on another node's line is not this node's (Redis never
+  // writes one there; a hostname with the characters neither counts).
+  EXPECT_FALSE(
+      migrating_slots("67ed 127.0.0.1:30002@40002,a->-b master - 0 1 2 connected 5461-10922\n"
+                      "e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460\n"));
+}
+
+}  // namespace
+}  // namespace rlock::backend

@@ -78,6 +78,18 @@ TEST(Quorum, AcquireVerdictAsRepliesArrive) {
        {granted(5), queued(1), queued(2), failed(), pending()},
        Verdict::no,
        5},
+      {"two refusals and a dead member: busy or out of reach is not known yet",
+       {queued(1), queued(2), failed(), pending(), pending()},
+       Verdict::pending,
+       0},
+      {"three refusals and a dead member: busy",
+       {queued(1), queued(2), failed(), queued(3), pending()},
+       Verdict::no,
+       0},
+      {"three dead members and a refusal: out of reach",
+       {queued(1), failed(), failed(), failed(), pending()},
+       Verdict::no,
+       0},
       {"two young members do not count",
        {granted(5), granted(6), young(), young(), queued(1)},
        Verdict::no,
@@ -104,6 +116,13 @@ TEST(Quorum, AcquireRefusalShowsTheNearestQueuePositionAndTheQueuedMembers) {
   EXPECT_EQ(count.refusal.elements[1].integer, 1);
   EXPECT_EQ(count.queued, (std::vector<std::size_t>{0, 2, 4}));
   EXPECT_EQ(count.grants, (std::vector<std::size_t>{1}));
+}
+
+TEST(Quorum, AcquireCountsTheMembersTooYoungToCount) {
+  auto count = count_acquire({young(), young(), queued(1), young(), granted(4)});
+  EXPECT_EQ(count.verdict, Verdict::no);
+  EXPECT_EQ(count.young, 3u);
+  EXPECT_EQ(count.refused, 4u);
 }
 
 TEST(Quorum, AcquireLimitMismatchFromAnyMemberIsTheRefusal) {
@@ -204,6 +223,10 @@ TEST(Quorum, AcquireAndRaiseCallsCarryTheirArguments) {
   auto call = acquire_call(r, "tok", true, Millis(20'000));
   EXPECT_EQ(operation_of(call), Operation::acquire);
   EXPECT_EQ(requested_ttl(call), Millis(20'000));
+  EXPECT_EQ(requested_limit(call), 1);
+  r.limit = 3;
+  EXPECT_EQ(requested_limit(acquire_call(r, "tok", true)), 3);
+  EXPECT_EQ(requested_limit(release_call("tok")), 1);
   ASSERT_EQ(call.args.size(), 9u);
   EXPECT_EQ(call.args[8], "20000");
   EXPECT_EQ(with_min_uptime(call, Millis(5)).args.size(), 9u);
