@@ -264,15 +264,17 @@ AcquireCount count_acquire(const std::vector<MemberReply>& members) {
     }
   }
   const std::size_t need = majority(members.size());
-  const std::size_t answered = count.granted + count.refused;
+  // Members that count: those that answered, less those too young to.
+  const std::size_t counted = count.granted + count.refused - count.young;
   // Not granted is decided only once it is also known whether a majority
-  // answered (the lock is busy) or cannot any more (out of reach): three
-  // refusals of five say "busy", but two refusals and a dead member say
-  // nothing yet while two members have still to answer.
+  // that counts answered (the lock is busy) or cannot any more (out of
+  // reach, or too young): three refusals of five say "busy", but two
+  // refusals and a dead or young member say nothing yet while two members
+  // have still to answer.
   if (count.granted >= need)
     count.verdict = Verdict::yes;
   else if (count.granted + count.pending < need &&
-           (answered >= need || answered + count.pending < need))
+           (counted >= need || counted + count.pending < need))
     count.verdict = Verdict::no;
   if (count.refusal.type != redis::Reply::Type::array)
     count.refusal =

@@ -168,6 +168,8 @@ print(v["members"][4]["error"])' "$output"
 }
 
 @test "quorum: a member restarted without data does not let a second holder in" {
+  # The TTL is 5 s: the members must have been up that long to count.
+  q_wait_uptime 5
   # The holder is on members 1-3 only (4 and 5 frozen while it acquires).
   q_freeze 4
   q_freeze 5

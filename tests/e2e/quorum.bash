@@ -81,14 +81,17 @@ q_restart() {
   echo "$_REDIS_PID" >"$BATS_FILE_TMPDIR/member.$k.pid"
 }
 
-# q_wait_uptime: until every member has been up Q_MIN_UPTIME seconds.
-_Q_WAIT_UPTIME="
+# q_wait_uptime [S]: until every member has been up S (Q_MIN_UPTIME)
+# seconds.
+_q_wait_uptime_py() {
+  echo "
 for p in PORTS:
-    for _ in range(100):
-        if member(p).info('server')['uptime_in_seconds'] >= $Q_MIN_UPTIME: break
+    for _ in range(${1:-$Q_MIN_UPTIME}0 + 50):
+        if member(p).info('server')['uptime_in_seconds'] >= ${1:-$Q_MIN_UPTIME}: break
         time.sleep(0.1)"
+}
 q_wait_uptime() {
-  _q_py "$_Q_WAIT_UPTIME"
+  _q_py "$(_q_wait_uptime_py "$@")"
 }
 
 # q_heal: every member running (restarted if dead, resumed if frozen),
@@ -105,7 +108,7 @@ q_heal() {
   # One Python process for both steps.
   _q_py "
 for p in PORTS: member(p).flushall()
-$_Q_WAIT_UPTIME"
+$(_q_wait_uptime_py)"
 }
 
 # q_queue_len NAME: the shortest queue of lock NAME over the members (how
