@@ -354,9 +354,10 @@ class QuorumBackend final : public Backend {
   /// not answered stay pending) or the interrupt fd becomes readable. Every
   /// member's step-wise requests advance meanwhile, whatever their batch.
   Result<std::vector<MemberReply>> gather(Batch& batch, Deadline deadline, const Decided& decided);
-  /// Releases `token` on the given members without waiting for them.
+  /// Releases `token` on the given members without waiting for them; with
+  /// `keep_place`, a grant only (a place in a queue stays).
   void give_back(const std::string& name, const std::string& token,
-                 const std::vector<std::size_t>& to);
+                 const std::vector<std::size_t>& to, bool keep_place = false);
   /// The unreachable error naming what the members said.
   Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
   std::vector<std::string> member_names() const {
@@ -553,9 +554,9 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
 }
 
 void QuorumBackend::give_back(const std::string& name, const std::string& token,
-                              const std::vector<std::size_t>& to) {
+                              const std::vector<std::size_t>& to, bool keep_place) {
   if (to.empty()) return;
-  (void)send(name, lock::release_call(token), Clock::now() + command_timeout(), to);
+  (void)send(name, lock::release_call(token, keep_place), Clock::now() + command_timeout(), to);
 }
 
 /// How many members gave an answer (an error reply is none).
@@ -686,12 +687,17 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     count = lock::count_acquire(*replies);
   }
   // Give back what was granted (and what may still be, from a member that
-  // has not answered), keep our places in the queues.
+  // has not answered), keep our places in the queues: also a place on a
+  // member that answers too late to count (it was there from an earlier
+  // try, or it is being taken now). A late member's refusal used to take
+  // the place away, and the next try put the waiter back at the tail
+  // there: under load the members' queues drifted apart and a later
+  // waiter could collect a majority first.
   std::vector<std::size_t> back;
   for (std::size_t k : everyone)
     if (!enqueue || std::find(count.queued.begin(), count.queued.end(), k) == count.queued.end())
       back.push_back(k);
-  give_back(name, token, back);
+  give_back(name, token, back, enqueue);
   if (count.granted > 0) m_back_off = true;
   const std::size_t answered = m_members.size() - count.failed - count.pending;
   if (answered < lock::majority(m_members.size()))

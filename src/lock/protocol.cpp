@@ -90,7 +90,8 @@ Result<Millis> decode_renew(const std::string& name, const redis::Reply& reply) 
   return Millis(*renewed);
 }
 
-Call release_call(const std::string& token) {
+Call release_call(const std::string& token, bool keep_place) {
+  if (keep_place) return Call{{"release", token, "1"}, std::nullopt};
   return Call{{"release", token}, std::nullopt};
 }
 

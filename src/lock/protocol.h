@@ -46,7 +46,9 @@ Call renew_call(const std::string& token, Millis ttl, bool may_shorten = false);
 /// The new lease; not_owner if the token no longer holds the lock.
 Result<Millis> decode_renew(const std::string& name, const redis::Reply& reply);
 
-Call release_call(const std::string& token);
+/// With `keep_place`, a waiter's place in the queue stays: only a grant is
+/// given back.
+Call release_call(const std::string& token, bool keep_place = false);
 Result<void> decode_release(const std::string& name, const redis::Reply& reply);
 
 Call force_call(const std::string& holder_id, const Identity& by, const std::string& acl_user);

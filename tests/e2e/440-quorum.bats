@@ -243,9 +243,20 @@ print(v["members"][4]["error"])' "$output"
   bg_wait waiter 0 20
 }
 
-@test "quorum: waiters are served in the order they came" {
-  rl 0 acquire fq -t "$Q_TTL"
+@test "quorum: waiters are served in the order they came, also with a member where the lock is free" {
+  # The holder is on members 1-4 only (5 frozen while it acquires, and
+  # wiped of the acquire it runs when it resumes): on 5 each waiter is
+  # granted and gives the grant back, queued on 1-4 only. The TTL is long
+  # enough for a loaded machine to start five waiters (and the members must
+  # have been up that long to count).
+  q_wait_uptime 10
+  q_freeze 5
+  rl 0 acquire fq -t 10s
   local token="$output" i
+  q_thaw 5
+  sleep 0.2
+  qcli 5 FLUSHALL >/dev/null
+  assert_equal "$(q_holding fq)" 4
   for i in 1 2 3 4 5; do
     session "w$i" "\"\$RLOCK\" run fq -w 50s -t $Q_TTL -c 'echo $i >>\"\$DIR/order\"'"
     # Each waiter queued on every member before the next arrives (a loaded

@@ -111,16 +111,21 @@ for p in PORTS: member(p).flushall()
 $(_q_wait_uptime_py)"
 }
 
-# q_queue_len NAME: the shortest queue of lock NAME over the members (how
-# many waiters every member has queued).
+# q_queue_len NAME: the shortest queue of lock NAME over the members that
+# hold it (how many waiters every member with a holder has queued). A
+# member where the lock is free does not queue: it grants, and the waiter
+# gives that grant back when it has no majority.
 q_queue_len() {
   local k port min=""
   for ((k = 1; k <= Q_N; k++)); do
     port="Q_PORT_$k"
-    REDIS_CMD_TIMEOUT=2 redis_cmd "${!port}" ZCARD "rlock:{$1}:q" 2>/dev/null || redis_reply=(0)
-    if [[ -z "$min" ]] || ((redis_reply[0] < min)); then min="${redis_reply[0]}"; fi
+    if REDIS_CMD_TIMEOUT=2 redis_cmd "${!port}" ZCARD "rlock:{$1}:h" 2>/dev/null &&
+      ((redis_reply[0] > 0)); then
+      REDIS_CMD_TIMEOUT=2 redis_cmd "${!port}" ZCARD "rlock:{$1}:q" 2>/dev/null || redis_reply=(0)
+      if [[ -z "$min" ]] || ((redis_reply[0] < min)); then min="${redis_reply[0]}"; fi
+    fi
   done
-  echo "$min"
+  echo "${min:-0}"
 }
 
 # q_holding NAME: how many members have a holder of lock NAME (a member

@@ -470,9 +470,12 @@ local function wake_ready(self, then_tidy)
   return true
 end
 
--- release TOKEN -> 1 released (or left the queue), 0 not held by this token.
--- A retried release is harmless: it answers 0 and changes nothing. The
--- place it frees goes to the next waiter(s) at once (wake_ready).
+-- release TOKEN [KEEP_PLACE] -> 1 released (or left the queue), 0 not held
+-- by this token. A retried release is harmless: it answers 0 and changes
+-- nothing. The place it frees goes to the next waiter(s) at once
+-- (wake_ready). With KEEP_PLACE ('1') a waiter's place in the queue stays:
+-- only a grant is given back (a quorum waiter whose try a member answered
+-- too late to count: it may have queued the waiter there, or granted).
 local function release()
   local token = redis.sha1hex(ARGV[2])
   purge()
@@ -480,7 +483,7 @@ local function release()
   local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
   if found then
     redis.call('HDEL', I, token)
-  elseif redis.call('ZSCORE', Q, token) then
+  elseif ARGV[3] ~= '1' and redis.call('ZSCORE', Q, token) then
     redis.call('ZREM', Q, token)
     redis.call('ZREM', X, token)
     redis.call('ZREM', L, token)

@@ -46,6 +46,12 @@ TEST(Protocol, OnlyLeaseWritesAskForReplicas) {
   EXPECT_FALSE(force_call("", Identity{}, "default").replicate_within);
 }
 
+TEST(Protocol, AGiveBackThatKeepsTheQueuePlaceSaysSo) {
+  using Args = std::vector<std::string>;
+  EXPECT_EQ(release_call("t").args, (Args{"release", "t"}));
+  EXPECT_EQ(release_call("t", true).args, (Args{"release", "t", "1"}));
+}
+
 TEST(Protocol, OnlyAnExactRenewalMayShortenTheLease) {
   using Args = std::vector<std::string>;
   EXPECT_EQ(renew_call("t", Millis(1000)).args, (Args{"renew", "t", "1000"}));
