@@ -288,7 +288,16 @@ class QuorumBackend final : public Backend {
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
   Result<void> wait_for_wake(const std::string& name, const std::string& token, Millis block,
                              Deadline by) override;
-  Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override;
+  Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override {
+    return list(call, sink, nullptr);
+  }
+  /// A member out of reach is a gap: the listing shows what the others
+  /// hold, and a lock it could make a majority holder of shows without
+  /// that holder.
+  Result<void> for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
+                                        const GapSink& gaps) override {
+    return list(call, sink, gaps ? &gaps : nullptr);
+  }
 
   void set_interrupt_fd(int fd) override { m_interrupt_fd = fd; }
   int interrupt_fd() const override { return m_interrupt_fd; }
@@ -354,6 +363,9 @@ class QuorumBackend final : public Backend {
   /// not answered stay pending) or the interrupt fd becomes readable. Every
   /// member's step-wise requests advance meanwhile, whatever their batch.
   Result<std::vector<MemberReply>> gather(Batch& batch, Deadline deadline, const Decided& decided);
+  /// Every member's listing merged (for_every_lock); with `gaps`, each
+  /// member that did not list its locks is handed to it.
+  Result<void> list(const lock::Call& call, const LockSink& sink, const GapSink* gaps);
   /// Releases `token` on the given members without waiting for them; with
   /// `keep_place`, a grant only (a place in a queue stays).
   void give_back(const std::string& name, const std::string& token,
@@ -800,6 +812,12 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
       if (const std::size_t n = members_answering(*replies); n < lock::majority(m_members.size()))
         return std::unexpected(
             too_few(fmt::format("lock '{}': only {} answered", name, n), *replies));
+      // Neither "held" nor "free": the members out of reach decide.
+      if (const auto doubt = lock::holder_in_doubt(*replies))
+        return std::unexpected(
+            too_few(fmt::format("lock '{}': cannot tell whether it is held: holder {} is on {}",
+                                name, doubt->holder, doubt->on),
+                    *replies));
       return Outcome{lock::combine_status(member_names(), *replies), std::nullopt};
     }
     case lock::Operation::raise:
@@ -854,7 +872,8 @@ Result<void> QuorumBackend::wait_for_wake(const std::string& name, const std::st
       too_few(fmt::format("lock '{}': none could be waited on", name), *replies));
 }
 
-Result<void> QuorumBackend::for_every_lock(const lock::Call& call, const LockSink& sink) {
+Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
+                                 const GapSink* gaps) {
   auto batch = std::make_shared<Batch>(m_members.size());
   for (std::size_t k = 0; k < m_members.size(); ++k) {
     batch->jobs[k] = post(k, [batch, k, call](Backend& backend) {
@@ -916,6 +935,23 @@ Result<void> QuorumBackend::for_every_lock(const lock::Call& call, const LockSin
   const auto names = member_names();
   for (auto& [name, members] : locks)
     if (auto taken = sink(name, lock::combine_status(names, members)); !taken) return taken;
+  if (gaps && answered < m_members.size()) {
+    std::lock_guard lock(batch->mutex);
+    for (std::size_t k = 0; k < m_members.size(); ++k) {
+      if ((*replies)[k].state == MemberReply::State::replied && batch->lists[k] && *batch->lists[k])
+        continue;
+      const MemberReply& m = (*replies)[k];
+      const std::string why = batch->lists[k] && !*batch->lists[k]
+                                  ? batch->lists[k]->error().message
+                              : m.state == MemberReply::State::pending ? "no answer in time"
+                                                                       : m.problem;
+      (*gaps)(Error{Error::Code::unreachable,
+                    fmt::format("listing incomplete: quorum member {} left out ({}): a lock it "
+                                "holds shows without the holders the others cannot confirm",
+                                m_members[k]->model().describe(), why),
+                    redis::ServerError::none});
+    }
+  }
   return {};
 }
 

@@ -361,31 +361,62 @@ redis::Reply empty_status() {
                                  redis::Reply::of_array(), redis::Reply::of_string("")});
 }
 
-redis::Reply combine_status(const std::vector<std::string>& names,
-                            const std::vector<MemberReply>& members) {
-  const auto usable = [](const MemberReply& m) {
-    const auto& e = m.reply.elements;
-    return m.state == MemberReply::State::replied && m.reply.type == redis::Reply::Type::array &&
-           e.size() >= 6 && e[3].type == redis::Reply::Type::array &&
-           e[4].type == redis::Reply::Type::array;
-  };
-  // Holder ids of each member, and how many members name each holder.
-  std::vector<std::vector<std::string>> holders(members.size());
-  std::vector<std::pair<std::string, std::size_t>> votes;
+namespace {
+
+bool usable_status(const MemberReply& m) {
+  const auto& e = m.reply.elements;
+  return m.state == MemberReply::State::replied && m.reply.type == redis::Reply::Type::array &&
+         e.size() >= 6 && e[3].type == redis::Reply::Type::array &&
+         e[4].type == redis::Reply::Type::array;
+}
+
+/// Holder ids of each member (sorted), and how many members name each
+/// holder, in the order first seen.
+struct Votes {
+  std::vector<std::vector<std::string>> holders;
+  std::vector<std::pair<std::string, std::size_t>> counts;
+  std::size_t unusable = 0;
+};
+
+Votes count_holders(const std::vector<MemberReply>& members) {
+  Votes v;
+  v.holders.resize(members.size());
   for (std::size_t k = 0; k < members.size(); ++k) {
-    if (!usable(members[k])) continue;
+    if (!usable_status(members[k])) {
+      ++v.unusable;
+      continue;
+    }
     const auto& h = members[k].reply.elements[3].elements;
     for (std::size_t j = 0; j + 2 < h.size(); j += 3) {
-      holders[k].push_back(h[j].str);
-      auto it = std::find_if(votes.begin(), votes.end(),
-                             [&](const auto& v) { return v.first == h[j].str; });
-      if (it == votes.end())
-        votes.emplace_back(h[j].str, 1);
+      v.holders[k].push_back(h[j].str);
+      auto it = std::find_if(v.counts.begin(), v.counts.end(),
+                             [&](const auto& c) { return c.first == h[j].str; });
+      if (it == v.counts.end())
+        v.counts.emplace_back(h[j].str, 1);
       else
         ++it->second;
     }
-    std::sort(holders[k].begin(), holders[k].end());
+    std::sort(v.holders[k].begin(), v.holders[k].end());
   }
+  return v;
+}
+
+}  // namespace
+
+std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members) {
+  const Votes v = count_holders(members);
+  const std::size_t need = majority(members.size());
+  for (const auto& [id, n] : v.counts)
+    if (n < need && n + v.unusable >= need) return InDoubt{id, n};
+  return std::nullopt;
+}
+
+redis::Reply combine_status(const std::vector<std::string>& names,
+                            const std::vector<MemberReply>& members) {
+  const auto usable = usable_status;
+  Votes v = count_holders(members);
+  const auto& holders = v.holders;
+  const auto& votes = v.counts;
   const std::size_t need = majority(members.size());
   std::vector<std::string> agreed;
   for (const auto& [id, n] : votes)

@@ -152,4 +152,13 @@ redis::Reply combine_status(const std::vector<std::string>& names,
 /// A status reply for a lock a member has no keys for.
 redis::Reply empty_status();
 
+/// A holder that the members out of reach could make a majority holder or
+/// not (on fewer than a majority of the members that answered, but on a
+/// majority with the others): whether the lock is held cannot be told.
+struct InDoubt {
+  std::string holder;  ///< its id
+  std::size_t on = 0;  ///< members that answered and name it
+};
+std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members);
+
 }  // namespace rlock::lock

@@ -294,6 +294,37 @@ print(v["members"][4]["error"])' "$output"
   assert_stderr --partial "the forced release was answered by only 2 of 5"
 }
 
+@test "quorum: a holder the dead member could make a majority one is in doubt: status NAME and the listing say so (69)" {
+  # Held on members 1-3 only (4 and 5 frozen while it is taken, and wiped
+  # of the acquire they run when they resume), then 2 dies: 1 and 3 name
+  # the holder, 4 and 5 do not, and 2 would decide. "free" would be false.
+  q_freeze 4
+  q_freeze 5
+  rl 0 acquire dq2 -t "$Q_TTL"
+  q_thaw 4
+  q_thaw 5
+  sleep 0.2
+  qcli 4 FLUSHALL >/dev/null
+  qcli 5 FLUSHALL >/dev/null
+  rl 0 acquire sure -t "$Q_TTL"
+  q_kill 2
+  rl 69 status dq2
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "lock 'dq2': cannot tell whether it is held: holder"
+  assert_stderr --partial "is on 2 of 5 quorum members"
+  assert_stderr --partial "127.0.0.1:$(q_port 2)/0"
+  # A lock the live members can answer for is told as before.
+  rl 0 status sure
+  # The listing shows what the others hold and names the member left out.
+  rl 69 status
+  assert_output --partial dq2
+  assert_output --partial sure
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "listing incomplete: quorum member redis://127.0.0.1:$(q_port 2)/0 left out"
+  rl 69 status --json
+  assert_equal "$(json 'len(d["unlisted"])')" 1
+}
+
 @test "quorum: a counting semaphore is refused before anything is sent (members cannot bound the total)" {
   rl 64 acquire sem -l 2 -t "$Q_TTL"
   assert_equal "${#stderr_lines[@]}" 1

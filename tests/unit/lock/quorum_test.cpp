@@ -214,6 +214,26 @@ TEST(Quorum, StatusWithoutAMajorityHolderIsFree) {
   EXPECT_EQ(view->members[1].state, "ok");
 }
 
+TEST(Quorum, AHolderTheMembersOutOfReachCouldMakeAMajorityIsInDoubt) {
+  const auto on = [](const char* id) { return replied(status_reply(1, {id})); };
+  const auto none = [] { return replied(empty_status()); };
+  // On one of three, one out of reach: it may be on two.
+  auto doubt = holder_in_doubt({on("aaaa"), none(), failed()});
+  ASSERT_TRUE(doubt.has_value());
+  EXPECT_EQ(doubt->holder, "aaaa");
+  EXPECT_EQ(doubt->on, 1u);
+  // On two of five, one out of reach, one not answered yet.
+  doubt = holder_in_doubt({on("aaaa"), failed(), on("aaaa"), none(), none()});
+  ASSERT_TRUE(doubt.has_value());
+  EXPECT_EQ(doubt->on, 2u);
+  EXPECT_TRUE(holder_in_doubt({on("aaaa"), pending(), on("aaaa"), none(), none()}).has_value());
+  // Held by a majority, or on too few to be one with every member: told.
+  EXPECT_FALSE(holder_in_doubt({on("aaaa"), on("aaaa"), failed()}).has_value());
+  EXPECT_FALSE(holder_in_doubt({on("aaaa"), failed(), none(), none(), none()}).has_value());
+  EXPECT_FALSE(holder_in_doubt({none(), failed(), none(), none(), none()}).has_value());
+  EXPECT_FALSE(holder_in_doubt({on("aaaa"), none(), none()}).has_value());
+}
+
 TEST(Quorum, ForceListsEachEvictedHolderOnce) {
   auto reply = combine_force(
       {replied(array({integer(5), string("aaaa"), string("r")})),
