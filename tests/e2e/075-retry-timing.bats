@@ -6,6 +6,7 @@
 load helpers
 
 teardown() {
+  kill -CONT "$REDIS_PID" 2>/dev/null || true
   rcli SCRIPT KILL >/dev/null 2>&1 || true
   rcli CONFIG SET busy-reply-threshold 5000 >/dev/null 2>&1 || true
   if [[ -n "${busy:-}" ]]; then wait "$busy" || true; fi
@@ -64,4 +65,17 @@ acquire_refused() {
   acquire_refused busy-w8 8s
   assert_greater "$refused" 6500
   assert_greater 9500 "$elapsed"
+}
+
+@test "retry timing: a BUSY server that does not answer the last try still gets 76, saying it kept refusing" {
+  # On a loaded machine a BUSY server (its busy script at nice 19) can be
+  # slow to answer: here it stops answering at all for the end of the wait.
+  busy_for 12
+  bg_rlock waiter acquire busy-stop -w 3s
+  sleep 2.5
+  kill -STOP "$REDIS_PID"
+  bg_wait waiter 76 10
+  kill -CONT "$REDIS_PID"
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --regexp "still answers BUSY after [0-9.]+m?s: BUSY .*\(the last try: .*timed out"
 }
