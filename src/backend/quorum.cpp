@@ -626,9 +626,23 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   }
   auto count = lock::count_acquire(*replies);
   if (count.verdict == lock::Verdict::yes) {
-    // Raise every granting member's counter to the fence handed out, so
-    // that any later majority (which shares a member with this one) hands
-    // out a higher one. Only then is the grant returned.
+    // A member that is merely slower than the others is given as long
+    // again as the acquire took so far (a frozen one costs at most that):
+    // holding on more than a bare majority is what lets a lock survive the
+    // loss of a member later. Its grant counts from here on (the verdict
+    // stays yes: answers only add grants).
+    const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
+    auto late = gather(*batch, std::min(deadline, Clock::now() + so_far),
+                       [](const std::vector<MemberReply>&) { return false; });
+    if (!late) {
+      give_back(name, token, everyone);
+      return std::unexpected(late.error());
+    }
+    count = lock::count_acquire(*late);
+    // Raise every granting member's counter to the highest fence any of
+    // them returned, the one handed out, so that any later majority (which
+    // shares a member with this one) hands out a higher one. Only then is
+    // the grant returned.
     auto raise = send(name, lock::raise_call(count.fence, token), deadline, count.grants);
     auto raised = gather(*raise, deadline, [](const std::vector<MemberReply>&) { return false; });
     if (!raised) {
@@ -644,26 +658,13 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     }
     const auto spent = std::chrono::ceil<Millis>(Clock::now() - started);
     if (confirmed >= lock::majority(m_members.size()) && lock::validity(ttl, spent) > Millis(0)) {
-      // Grants that came in meanwhile are kept (renewals and the release
-      // reach every member; a member not raised only makes later fences
-      // higher). Leave the queues of the members that did not grant, and
-      // give back a grant that is still on its way, so that nobody waits
-      // behind us there.
-      // A member that is merely slower than the others is given as long
-      // again as the acquire took so far (a frozen one costs at most that):
-      // holding on more than a bare majority is what lets a lock survive
-      // the loss of a member later.
-      const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
-      auto late = gather(*batch, std::min(deadline, Clock::now() + so_far),
-                         [](const std::vector<MemberReply>&) { return false; });
-      if (!late) {
-        give_back(name, token, everyone);
-        return std::unexpected(late.error());
-      }
-      const auto kept = lock::count_acquire(*late).grants;
+      // Renewals and the release reach every member. Leave the queues of
+      // the members that did not grant, and give back a grant that is
+      // still on its way, so that nobody waits behind us there.
       std::vector<std::size_t> others;
       for (std::size_t k : everyone)
-        if (std::find(kept.begin(), kept.end(), k) == kept.end()) others.push_back(k);
+        if (std::find(count.grants.begin(), count.grants.end(), k) == count.grants.end())
+          others.push_back(k);
       give_back(name, token, others);
       lock::Call retake = call;
       // assign(), not = "0": GCC 12 sees an overlap in the inlined copy

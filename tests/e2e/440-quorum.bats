@@ -99,6 +99,25 @@ teardown() {
   ((f3 > f2)) || fail "fence went from $f2 to $f3 (majority 3-5, then 1,2,4)"
 }
 
+@test "quorum: the fence handed out is the one every granting member records, late ones included" {
+  # Member 5's counter is far ahead: whenever it grants, in the majority or
+  # a little after it (a late grant is kept), its fence is the highest and
+  # must be the one handed out, raised on every member that holds.
+  qcli 5 SET 'rlock:{late}:f' 6000000000000000 >/dev/null
+  local i fence
+  for ((i = 0; i < 20; i++)); do
+    rl 0 acquire late -n -t "$Q_TTL" --json
+    fence="$(json 'd["fence"]')"
+    local token
+    token="$(json 'd["token"]')"
+    rl 0 status late --json
+    assert_equal "$(json 'd["holders"][0]["fence"]')" "$fence"
+    # Every member that shows the holder shows its fence as the counter.
+    assert_equal "$(json '",".join(sorted({str(m["fence"]) for m in d["members"] if m["holders"]}))')" "$fence"
+    rl 0 release late --token "$token"
+  done
+}
+
 @test "quorum: status NAME names every member and marks the dead one" {
   q_kill 5
   rl 0 acquire q5 -t "$Q_TTL"
@@ -116,8 +135,10 @@ assert states[4] == "unreachable", states
 assert states.count("ok") >= 3, states
 print(v["members"][4]["error"])' "$output"
   assert_success
-  rl 0 status
+  # The listing too shows the lock, and says which member it left out.
+  rl 69 status
   assert_output --partial q5
+  assert_stderr --partial "quorum member redis://127.0.0.1:$(q_port 5)/0 left out"
 }
 
 @test "quorum: two members killed, the lock still works; three, and it refuses with nothing held" {
