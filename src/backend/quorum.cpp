@@ -689,7 +689,9 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   // it queues us rather than being given back. Otherwise each re-check
   // would put us back at the tail of the slower members' queues, and the
   // members would never agree on who is next (FIFO).
-  if (enqueue && count.pending > 0 && count.verdict == lock::Verdict::no) {
+  // A caller that cannot wait is told how many members count: the young
+  // ones that have not answered yet are waited for the same way.
+  if ((enqueue || count.young > 0) && count.pending > 0 && count.verdict == lock::Verdict::no) {
     const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
     replies = gather(*batch, std::min(deadline, Clock::now() + so_far),
                      [](const std::vector<MemberReply>&) { return false; });
@@ -720,13 +722,22 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   // delayed restart): without enough of the others no majority can grant,
   // and "busy" would be false. A waiter waits for them to come of age; a
   // caller that cannot wait is told why.
-  if (!enqueue && answered - count.young < lock::majority(m_members.size()))
-    return fail(Error::Code::unreachable,
+  if (!enqueue && answered - count.young < lock::majority(m_members.size())) {
+    Error young{Error::Code::unreachable,
                 fmt::format("lock '{}': only {} of {} quorum members have been up for the TTL "
-                            "({}): a majority is {}; a member restarted more recently does not "
-                            "count yet (it may have lost locks it held)",
+                            "({}), {} for less{}: a majority is {}; a member "
+                            "restarted more recently does not count yet (it may have lost locks "
+                            "it held)",
                             name, answered - count.young, m_members.size(), format_duration(ttl),
-                            lock::majority(m_members.size())));
+                            count.young,
+                            answered < m_members.size()
+                                ? fmt::format(", {} did not answer", m_members.size() - answered)
+                                : std::string(),
+                            lock::majority(m_members.size())),
+                redis::ServerError::none};
+    young.decisive = true;
+    return std::unexpected(std::move(young));
+  }
   return Outcome{count.refusal, std::nullopt};
 }
 

@@ -247,7 +247,8 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
         // stall the waiters behind us; we might even get the lock now.
         auto last = attempt(request, *token, false, try_deadline());
         if (last && last->acquired) return Grant{*token, last->fence};
-        if (!last && last.error().code == Error::Code::interrupted) return give_up(last.error());
+        if (!last && (last.error().code == Error::Code::interrupted || last.error().decisive))
+          return give_up(last.error());
         return fail(Error::Code::busy, fmt::format("timed out after {} waiting for lock '{}'",
                                                    format_duration(*wait), request.name));
       }

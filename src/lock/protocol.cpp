@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "lock/record.h"
 #include "redis/server_error.h"
@@ -423,6 +424,26 @@ redis::Reply combine_status(const std::vector<std::string>& names,
     if (n >= need) agreed.push_back(id);
   std::sort(agreed.begin(), agreed.end());
 
+  // Each agreed holder's record as most members have it (the fence that
+  // most of them show; the lowest of those tied): a member that lost the
+  // lock and had it taken again by a renewal has a record of its own, with
+  // its own fence and age, which is not the one the holder was given.
+  std::map<std::string, std::int64_t> shown_fence;
+  for (const auto& id : agreed) {
+    std::map<std::int64_t, std::size_t> fences;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      if (!usable(members[k])) continue;
+      const auto& h = members[k].reply.elements[3].elements;
+      for (std::size_t j = 0; j + 2 < h.size(); j += 3)
+        if (h[j].str == id) ++fences[parse_record(h[j + 2].str).fence];
+    }
+    std::int64_t best = 0;
+    std::size_t most = 0;
+    for (const auto& [fence, n] : fences)
+      if (n > most) best = fence, most = n;
+    shown_fence[id] = best;
+  }
+
   redis::Reply combined = empty_status();
   auto& c = combined.elements;
   bool first = true;
@@ -453,7 +474,8 @@ redis::Reply combine_status(const std::vector<std::string>& names,
     for (std::size_t j = 0; j + 2 < e[3].elements.size(); j += 3) {
       const std::string& id = e[3].elements[j].str;
       if (!std::binary_search(agreed.begin(), agreed.end(), id) ||
-          std::find(listed_holders.begin(), listed_holders.end(), id) != listed_holders.end())
+          std::find(listed_holders.begin(), listed_holders.end(), id) != listed_holders.end() ||
+          parse_record(e[3].elements[j + 2].str).fence != shown_fence[id])
         continue;
       listed_holders.push_back(id);
       for (std::size_t f = 0; f < 3; ++f) c[3].elements.push_back(e[3].elements[j + f]);

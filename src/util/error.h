@@ -57,6 +57,10 @@ struct Error {
   /// name), so a failover is likely under way: a waiter rides it out as it
   /// rides out a server lost once queued.
   bool failing_over = false;
+  /// For the last try of a wait (-w): this error is the answer, not "timed
+  /// out waiting" (a quorum whose members are too young to count: the lock
+  /// may well be free).
+  bool decisive = false;
 };
 
 template <class T>

@@ -230,7 +230,7 @@ print(v["members"][4]["error"])' "$output"
 }
 
 @test "quorum: a run takes its lock again on a member that lost it" {
-  bg_rlock holder run q11 -t 1s -- sleep 6
+  bg_rlock holder run q11 -t 1s -- sh -c 'echo "$RLOCK_FENCE" >"$0"; sleep 6' "$BATS_TEST_TMPDIR/fence"
   local i
   for ((i = 0; i < 100; i++)); do
     (($(q_holding q11) == 5)) && break
@@ -247,6 +247,11 @@ print(v["members"][4]["error"])' "$output"
     nap 0.05
   done
   assert_equal "$(q_holding q11)" 5
+  # Member 1 has a record of its own now (a fence and an age of its own):
+  # status shows the holder as most members have it, with the command's
+  # fence.
+  rl 0 status q11 --json
+  assert_equal "$(json 'd["holders"][0]["fence"]')" "$(<"$BATS_TEST_TMPDIR/fence")"
   bg_wait holder 0 10
 }
 
@@ -362,8 +367,28 @@ print(v["members"][4]["error"])' "$output"
   # Up for seconds, not an hour: under the delayed-restart rule no member
   # counts for a 1 h lease, whatever the lock's state.
   rl 69 acquire young -n -t 1h
+  assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (1h), 5 for less"
+  # A wait that ends so says the same, not "timed out waiting" (75).
+  rl 69 acquire young -w 1s -t 1h
   assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (1h)"
+  rl 69 run young -w 1s -t 1h -- true
+  assert_stderr --partial "only 0 of 5 quorum members"
   rl 1 status young
   local k
   for ((k = 1; k <= Q_N; k++)); do assert_equal "$(qcli "$k" DBSIZE)" 0; done
+  # Two members old enough, three restarted: the count is of every member
+  # that answered, and says which did not (the old two frozen: the young
+  # three decide alone).
+  q_wait_uptime 6
+  q_restart 3
+  q_restart 4
+  q_restart 5
+  rl 69 acquire young2 -n -t 5s
+  assert_stderr --partial "only 2 of 5 quorum members have been up for the TTL (5s), 3 for less: a majority is 3"
+  q_freeze 1
+  q_freeze 2
+  rl 69 acquire young3 -n -t 5s
+  q_thaw 1
+  q_thaw 2
+  assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (5s), 3 for less, 2 did not answer: a majority is 3"
 }
