@@ -757,11 +757,22 @@ Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& 
     // without them): take it again there, so that the lock keeps more than
     // a bare majority. Safe: nobody else can hold a majority meanwhile, and
     // a member restarted too recently refuses (its uptime is checked).
-    // Not waited for: the next renewal counts it.
+    // The members slower than the majority are heard too (as long again as
+    // the renewal took: it was decided by the fastest, so a lost member
+    // that answers later was never taken again). The retake is not waited
+    // for: the next renewal counts it.
     if (auto held = m_held.find(call.args.at(1)); held != m_held.end()) {
+      const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
+      auto late = gather(*batch, std::min(deadline, Clock::now() + so_far),
+                         [](const std::vector<MemberReply>& r) {
+                           return std::none_of(r.begin(), r.end(), [](const MemberReply& m) {
+                             return m.state == MemberReply::State::pending;
+                           });
+                         });
+      const auto& heard = late ? *late : *replies;
       std::vector<std::size_t> lost;
-      for (std::size_t k = 0; k < replies->size(); ++k) {
-        const auto& m = (*replies)[k];
+      for (std::size_t k = 0; k < heard.size(); ++k) {
+        const auto& m = heard[k];
         if (m.state == MemberReply::State::replied && m.reply.type == redis::Reply::Type::integer &&
             m.reply.integer <= 0)
           lost.push_back(k);
