@@ -62,7 +62,9 @@ Result<void> Backoff::pause(const Error& error, const std::string& where,
   if (!refused)
     m_refusing.reset();
   else if (!m_refusing || m_refusing->kind != error.server)
-    m_refusing = Refusing{error.server, now};
+    m_refusing = Refusing{error.server, now, error.message};
+  else
+    m_refusing->message = error.message;
   m_slowest_try = std::max(m_slowest_try, std::chrono::ceil<Millis>(now - m_tried));
   // The last try must be over by the deadline, so it starts a little
   // before: a few of the slowest tries so far (a loaded machine: 50 ms at

@@ -31,6 +31,8 @@ bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd);
 struct Refusing {
   redis::ServerError kind{};
   Clock::time_point since{};
+  /// The server's last words of that kind (its error reply).
+  std::string message{};
 };
 
 /// The pauses between the tries of one operation that meets a transient

@@ -287,8 +287,6 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
   // the request was not run, and a failover means the master moved: back
   // off and try again until the caller's deadline.
   Backoff backoff(deadline, m_interrupt_fd, m_refusing);
-  // The last transient refusal of this operation, if any.
-  std::optional<Error> refusal;
   for (;;) {
     // Only a connection that was already open can have gone stale; a fresh
     // one that fails means the server is out of reach, and trying again at
@@ -332,13 +330,15 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     const bool follow = follow_failover(error) && !m_discovery.no_sentinel;
     if (follow) m_connection.reset();
     const bool transient = error.code == Error::Code::server && redis::is_transient(error.server);
-    if (transient) refusal = error;
-    // A server that kept refusing and then did not answer the last try
-    // before the deadline (a BUSY server slow to say so on a loaded
-    // machine): what it said last is the answer, not "timed out after the
+    // A server that kept refusing (in this operation or the ones before:
+    // m_refusing) and then did not answer the last try before the deadline
+    // (a BUSY server slow to say so on a loaded machine, or one that
+    // stopped): what it said last is the answer, not "timed out after the
     // few milliseconds that were left".
-    if (!follow && refusal && error.code == Error::Code::unreachable && Clock::now() >= deadline) {
-      if (auto paused = backoff.pause(*refusal, describe(), "no usable master"); !paused) {
+    if (!follow && m_refusing && error.code == Error::Code::unreachable &&
+        Clock::now() >= deadline) {
+      const Error refused{Error::Code::server, m_refusing->message, m_refusing->kind};
+      if (auto paused = backoff.pause(refused, describe(), "no usable master"); !paused) {
         Error last = paused.error();
         last.message += fmt::format(" (the last try: {})", error.message);
         return std::unexpected(last);
