@@ -59,12 +59,12 @@ Result<void> Backoff::pause(const Error& error, const std::string& where,
                             const std::string& missing) {
   const auto now = Clock::now();
   const bool refused = error.code == Error::Code::server;
-  if (!refused)
+  if (!refused) {
     m_refusing.reset();
-  else if (!m_refusing || m_refusing->kind != error.server)
-    m_refusing = Refusing{error.server, now, error.message};
-  else
+  } else {
+    if (!m_refusing || m_refusing->kind != error.server) m_refusing = Refusing{error.server, now};
     m_refusing->message = error.message;
+  }
   m_slowest_try = std::max(m_slowest_try, std::chrono::ceil<Millis>(now - m_tried));
   // The last try must be over by the deadline, so it starts a little
   // before: a few of the slowest tries so far (a loaded machine: 50 ms at

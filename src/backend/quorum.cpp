@@ -366,6 +366,12 @@ class QuorumBackend final : public Backend {
   /// Every member's listing merged (for_every_lock); with `gaps`, each
   /// member that did not list its locks is handed to it.
   Result<void> list(const lock::Call& call, const LockSink& sink, const GapSink* gaps);
+  /// Gathers `batch` further for the members slower than those that
+  /// decided: as long again as the operation took since `started` (2 ms at
+  /// least), never past `deadline`, so that a frozen member costs at most
+  /// that.
+  Result<std::vector<MemberReply>> hear_slower(Batch& batch, Clock::time_point started,
+                                               Deadline deadline);
   /// Releases `token` on the given members without waiting for them; with
   /// `keep_place`, a grant only (a place in a queue stays).
   void give_back(const std::string& name, const std::string& token,
@@ -565,6 +571,13 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
   }
 }
 
+Result<std::vector<MemberReply>> QuorumBackend::hear_slower(Batch& batch, Clock::time_point started,
+                                                            Deadline deadline) {
+  const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
+  return gather(batch, std::min(deadline, Clock::now() + so_far),
+                [](const std::vector<MemberReply>&) { return false; });
+}
+
 void QuorumBackend::give_back(const std::string& name, const std::string& token,
                               const std::vector<std::size_t>& to, bool keep_place) {
   if (to.empty()) return;
@@ -631,9 +644,7 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     // holding on more than a bare majority is what lets a lock survive the
     // loss of a member later. Its grant counts from here on (the verdict
     // stays yes: answers only add grants).
-    const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
-    auto late = gather(*batch, std::min(deadline, Clock::now() + so_far),
-                       [](const std::vector<MemberReply>&) { return false; });
+    auto late = hear_slower(*batch, started, deadline);
     if (!late) {
       give_back(name, token, everyone);
       return std::unexpected(late.error());
@@ -692,9 +703,7 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   // A caller that cannot wait is told how many members count: the young
   // ones that have not answered yet are waited for the same way.
   if ((enqueue || count.young > 0) && count.pending > 0 && count.verdict == lock::Verdict::no) {
-    const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
-    replies = gather(*batch, std::min(deadline, Clock::now() + so_far),
-                     [](const std::vector<MemberReply>&) { return false; });
+    replies = hear_slower(*batch, started, deadline);
     if (!replies) {
       give_back(name, token, everyone);
       return std::unexpected(replies.error());
@@ -762,13 +771,7 @@ Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& 
     // that answers later was never taken again). The retake is not waited
     // for: the next renewal counts it.
     if (auto held = m_held.find(call.args.at(1)); held != m_held.end()) {
-      const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
-      auto late = gather(*batch, std::min(deadline, Clock::now() + so_far),
-                         [](const std::vector<MemberReply>& r) {
-                           return std::none_of(r.begin(), r.end(), [](const MemberReply& m) {
-                             return m.state == MemberReply::State::pending;
-                           });
-                         });
+      auto late = hear_slower(*batch, started, deadline);
       const auto& heard = late ? *late : *replies;
       std::vector<std::size_t> lost;
       for (std::size_t k = 0; k < heard.size(); ++k) {

@@ -104,9 +104,8 @@ Deadline refusals_end(const std::optional<Deadline>& outage_since, Deadline give
 /// Decides whether a waiter rides out a failure: a transport failure only
 /// once it is queued (a server that never answered is an error at once) or
 /// when it is a failover (Error::failing_over: the rest of the deployment
-/// answers), a
-/// transient server refusal (LOADING, BUSY, ...) whenever it may wait at
-/// all; both only for k_outage_tolerance and within its own --wait. A grant
+/// answers), a transient server refusal (LOADING, BUSY, ...) whenever it
+/// may wait at all; both only for k_outage_tolerance and within its own --wait. A grant
 /// the replicas did not acknowledge is retried for the whole of an explicit
 /// --wait, and like an outage (k_outage_tolerance) without one: a replica
 /// that is gone for good must not hold a cron job forever. Sleeps a little

@@ -414,8 +414,7 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members) 
 
 redis::Reply combine_status(const std::vector<std::string>& names,
                             const std::vector<MemberReply>& members) {
-  const auto usable = usable_status;
-  Votes v = count_holders(members);
+  const Votes v = count_holders(members);
   const auto& holders = v.holders;
   const auto& votes = v.counts;
   const std::size_t need = majority(members.size());
@@ -432,7 +431,7 @@ redis::Reply combine_status(const std::vector<std::string>& names,
   for (const auto& id : agreed) {
     std::map<std::int64_t, std::size_t> fences;
     for (std::size_t k = 0; k < members.size(); ++k) {
-      if (!usable(members[k])) continue;
+      if (!usable_status(members[k])) continue;
       const auto& h = members[k].reply.elements[3].elements;
       for (std::size_t j = 0; j + 2 < h.size(); j += 3)
         if (h[j].str == id) ++fences[parse_record(h[j + 2].str).fence];
@@ -452,7 +451,7 @@ redis::Reply combine_status(const std::vector<std::string>& names,
   for (std::size_t k = 0; k < members.size(); ++k) {
     const MemberReply& m = members[k];
     const std::string name = k < names.size() ? names[k] : std::to_string(k + 1);
-    if (!usable(m)) {
+    if (!usable_status(m)) {
       std::string problem = m.state == MemberReply::State::failed ? m.problem
                             : m.reply.is_error()                  ? m.reply.str
                             : m.state == MemberReply::State::pending

@@ -86,7 +86,7 @@ q_restart() {
 _q_wait_uptime_py() {
   echo "
 for p in PORTS:
-    for _ in range(${1:-$Q_MIN_UPTIME}0 + 50):
+    for _ in range(10 * ${1:-$Q_MIN_UPTIME} + 50):
         if member(p).info('server')['uptime_in_seconds'] >= ${1:-$Q_MIN_UPTIME}: break
         time.sleep(0.1)"
 }
