@@ -31,6 +31,11 @@ ServerError server_error_kind(std::string_view message) {
       message.find("unauthenticated bulk") != std::string_view::npos) {
     return ServerError::noauth;
   }
+  // A master demoted between a script's write and the WAIT behind it
+  // refuses the WAIT in words of its own: it is a replica now, which is
+  // what READONLY says of any other write (a Cluster or Sentinel backend
+  // follows the failover).
+  if (message.starts_with("ERR WAIT cannot be used with replica")) return ServerError::readonly;
   // The kind is the whole first word: "BUSYKEY" (RESTORE) is not "BUSY".
   const std::string_view word = message.substr(0, message.find(' '));
   for (const auto& [text, kind] : k_words)

@@ -27,6 +27,10 @@ TEST(ServerErrorKind, NamesEachKindByItsFirstWord) {
       {"UNBLOCKED force unblock from blocking operation, instance state changed (master -> "
        "replica?)",
        ServerError::unblocked},
+      {"ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 "
+       "if a replica is configured to be writable (which is not the default) writes to "
+       "replicas are just local and are not propagated.",
+       ServerError::readonly},
       {"ERR Error running script", ServerError::other},
       {"NOPERM this user has no permissions", ServerError::other},
       {"BUSYKEY Target key name already exists.", ServerError::other},
@@ -51,6 +55,17 @@ TEST(ServerErrorKind, ErrorsCarryTheirKind) {
   EXPECT_EQ(classify_server_error("LOADING Redis is loading").server, ServerError::loading);
   EXPECT_EQ(classify_server_error("WRONGTYPE Operation").server, ServerError::wrongtype);
   EXPECT_EQ(Error{}.server, ServerError::none);
+}
+
+TEST(ServerFailure, AWaitRefusedByADemotedMasterIsReadonlyInOneSentence) {
+  const Error error = server_failure(
+      "redis://db:6379/0",
+      "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 "
+      "if a replica is configured to be writable (which is not the default) writes to replicas "
+      "are just local and are not propagated.");
+  EXPECT_EQ(error.server, ServerError::readonly);
+  EXPECT_EQ(error.code, Error::Code::server);
+  EXPECT_EQ(error.message, "ERR WAIT cannot be used with replica instances");
 }
 
 TEST(ServerFailure, NoauthSaysHowToGiveAPassword) {
