@@ -324,7 +324,15 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
       options_ended = true;
     } else if (!options_ended && is_option_word(app, sub, arg)) {
       line.args.push_back(arg);
-      if (consumes_next(app, sub, arg) && j + 1 < args.size()) line.args.push_back(args[++j]);
+      if (consumes_next(app, sub, arg)) {
+        // The last word: CLI11 would take the "--" added before the
+        // positionals below as its value (run NAME -c ran `sh -c --`);
+        // a "--" next is the end of the options, not a value.
+        if (j + 1 == args.size() || args[j + 1] == "--")
+          return fail(Error::Code::usage,
+                      fmt::format("{}: a value is required (see 'rlock --help')", arg));
+        line.args.push_back(args[++j]);
+      }
     } else if (run && !positionals.empty()) {
       // The command: this word and every one after it, verbatim.
       line.operands.assign(args.begin() + static_cast<std::ptrdiff_t>(j), args.end());

@@ -48,6 +48,9 @@ constexpr int k_max_ancestors = 1024;
 Result<std::vector<std::string>> command_argv(const RunOptions& o) {
   if (o.shell_command && !o.command.empty())
     return fail(Error::Code::usage, "run: give either -c 'SHELL COMMAND' or COMMAND, not both");
+  // An empty one (-c "$UNSET") is a mistake, not a command that does nothing.
+  if (o.shell_command && o.shell_command->find_first_not_of(" \t\n") == std::string::npos)
+    return fail(Error::Code::usage, "run: -c needs a shell command ('-c' was given none)");
   if (o.shell_command) return std::vector<std::string>{k_shell, "-c", *o.shell_command};
   if (o.command.empty())
     return fail(Error::Code::usage, "run: a command is required (run NAME -- COMMAND [ARG...])");
@@ -380,6 +383,7 @@ Action register_run(CLI::App& command, Context& context) {
   add_lock_options(*sub, o->lock);
   const char* group = "Run options";
   sub->add_option("-c", o->shell_command, "Run this with /bin/sh -c instead of COMMAND")
+      ->expected(1)
       ->group(group);
   sub->add_option("--kill-after", o->kill_after,
                   "Grace between SIGTERM and SIGKILL (default 5s, or TTL/4 if shorter)")

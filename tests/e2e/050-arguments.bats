@@ -144,3 +144,23 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   assert_stderr --partial 'at most 256'
   rl 0 acquire args-owner -n --owner "$(printf 'o%.0s' {1..256})"
 }
+
+@test "arguments: run -c with no shell command (or a blank one) is a usage error, and takes no lock" {
+  rl_usage_error run c-missing -c
+  assert_stderr "rlock: error: -c: a value is required (see 'rlock --help')"
+  rl_usage_error run c-missing -t 5s -c
+  rl_usage_error run c-missing -c --
+  rl_usage_error run c-missing -c -- true
+  rl_usage_error run c-missing -nc
+  # Any option that takes a value, last or before --.
+  rl_usage_error acquire c-missing --owner
+  assert_stderr "rlock: error: --owner: a value is required (see 'rlock --help')"
+  rl_usage_error acquire c-missing -t -- x
+  rl_usage_error run c-missing -c ''
+  assert_stderr "rlock: error: run: -c needs a shell command ('-c' was given none)"
+  rl_usage_error run c-missing -c '  '
+  # Never acquired: no fence was ever handed out.
+  rl 1 status c-missing
+  assert_output "lock 'c-missing': free (last fence 0)"
+  rl 0 run c-missing -c 'exit 0'
+}
