@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,6 +131,9 @@ Result<std::string> read_trusted_file(const std::string& path, std::string_view 
       flags < 0 || fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0)
     return cannot(std::strerror(errno));
   if (S_ISDIR(st.st_mode)) return cannot("it is a directory");
+  // /dev/null is everyone's to write and says nothing (`--config
+  // /dev/null`: no config file at all).
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) return std::string{};
   if (st.st_uid != 0 && st.st_uid != geteuid())
     return fail(Error::Code::config,
                 fmt::format("refusing {} '{}': it is owned by another user (uid {}), who could "
@@ -149,11 +153,18 @@ Result<std::string> read_trusted_file(const std::string& path, std::string_view 
     ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return cannot(std::strerror(errno));
-    if (n == 0) return text;
+    if (n == 0) break;
     text.append(buffer, static_cast<size_t>(n));
   }
-  return fail(Error::Code::config,
-              fmt::format("{} '{}' is larger than {} KiB", what, path, k_max_file_size / 1024));
+  if (text.size() > k_max_file_size)
+    return fail(Error::Code::config,
+                fmt::format("{} '{}' is larger than {} KiB", what, path, k_max_file_size / 1024));
+  // A named pipe that no program had open for writing reads as empty at
+  // once: not an empty file (which means "the defaults"), but one whose
+  // contents never came, so nothing it would have said may be left out.
+  if (text.empty() && S_ISFIFO(st.st_mode))
+    return cannot("it is a pipe that nothing was written to");
+  return text;
 }
 
 Result<std::string> read_secret_file(const std::string& path, std::string_view what,

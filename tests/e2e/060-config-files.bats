@@ -110,10 +110,22 @@ connect-timeout = 3s # generous")"
   assert_stderr --partial -- '--cacert'
 }
 
-@test "config: a FIFO nobody writes to does not hang; a process substitution works" {
+@test "config: a FIFO nobody writes to neither hangs nor reads as empty; a process substitution works" {
   local fifo="$BATS_TEST_TMPDIR/fifo"
   mkfifo -m 600 "$fifo"
-  RL_TIMEOUT=5 rl 1 --config "$fifo" status fifo-free
+  # Empty would mean the defaults: a server the file never named.
+  RL_TIMEOUT=5 rl 78 --config "$fifo" status fifo-free
+  assert_stderr "rlock: error: cannot read config file '$fifo': it is a pipe that nothing was written to"
+  RL_TIMEOUT=5 RLOCK_URL='' rl 78 --config "$fifo" status fifo-free
   rl 0 acquire fifo-held
   RLOCK_URL='' rl 0 --config <(echo "url = $RLOCK_URL") status fifo-held
+}
+
+@test "config: --config /dev/null reads no config file (it is everyone's to write, and says nothing)" {
+  rl 0 acquire devnull-held
+  rl 0 --config /dev/null status devnull-held
+  RLOCK_CONFIG=/dev/null rl 0 status devnull-held
+  # A password file must say something.
+  rl 78 --password-file /dev/null status devnull-held
+  assert_stderr --partial "is empty"
 }
