@@ -239,8 +239,8 @@ Result<void> print_forced(const std::string& name, const std::vector<lock::Holde
   }
   std::string out;
   for (const auto& h : evicted)
-    out += fmt::format("evicted {} from lock '{}': {} on {}, fence {}\n", printable(h.id),
-                       printable(name), describe_holder(h), printable(h.who.host), h.fence);
+    out += fmt::format("evicted {} from lock {}: {} on {}, fence {}\n", printable(h.id),
+                       quoted_name(name), describe_holder(h), printable(h.who.host), h.fence);
   return out.empty() ? Result<void>{} : emit(out);
 }
 
@@ -252,10 +252,10 @@ Result<void> print_status(const lock::LockView& v, bool json) {
   }
   std::string out;
   if (v.holders.empty()) {
-    out += fmt::format("lock '{}': free (last fence {})\n", printable(v.name), v.last_fence);
+    out += fmt::format("lock {}: free (last fence {})\n", quoted_name(v.name), v.last_fence);
   } else {
     out +=
-        fmt::format("lock '{}': held ({}), {} holder{}, last fence {}\n", printable(v.name),
+        fmt::format("lock {}: held ({}), {} holder{}, last fence {}\n", quoted_name(v.name),
                     mode_of(v), v.holders.size(), v.holders.size() == 1 ? "" : "s", v.last_fence);
     out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>6}  {}\n", "ID",
                        "MODE", "OWNER", "HOST", "PID", "AGE", "TTL", "FENCE", "COMMAND");
@@ -348,7 +348,11 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
   // A name is what an operator types back (status NAME, release --force
   // NAME), so it is never cut: the column is as wide as the widest name.
   std::size_t name_width = 24;
-  for (const auto& v : views) name_width = std::max(name_width, shown_width(v.name));
+  // Names that need quoting (shown_name) are rare: most are shown as they are.
+  const auto width_of = [](const std::string& name) {
+    return name_needs_quoting(name) ? shown_width(shown_name(name)) : shown_width(name);
+  };
+  for (const auto& v : views) name_width = std::max(name_width, width_of(v.name));
   std::string out = fmt::format("{:<{}}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>6}  {:>7}  {}\n",
                                 "NAME", name_width, "MODE", "HOLDERS", "OWNER", "AGE", "TTL",
                                 "FENCE", "WAITERS", "COMMAND");
@@ -359,7 +363,10 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
   const auto sep = [&out] { out += "  "; };
   for (const auto& v : views) {
     if (auto written = emit_piece(out); !written) return written;
-    append_shown(out, v.name, name_width);
+    if (name_needs_quoting(v.name))
+      append_shown(out, shown_name(v.name), name_width);
+    else
+      append_shown(out, v.name, name_width);
     sep();
     if (!v.problem.empty()) {
       // Listed, so that nobody mistakes it for free, and skipped.

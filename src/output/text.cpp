@@ -74,6 +74,46 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+bool name_needs_quoting(std::string_view name) {
+  char32_t cp = 0;
+  for (size_t i = 0; i < name.size();) {
+    const size_t n = utf8_sequence(name, i, cp);
+    if (n == 0 || is_unsafe_code_point(cp) || cp == '\\' || cp == '\'') return true;
+    i += n;
+  }
+  return false;
+}
+
+std::string shown_name(std::string_view name) {
+  if (!name_needs_quoting(name)) return std::string(name);
+  std::string out = "$'";
+  char32_t cp = 0;
+  for (size_t i = 0; i < name.size();) {
+    const size_t n = utf8_sequence(name, i, cp);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(name[i]));
+      ++i;
+      continue;
+    }
+    if (cp == '\\' || cp == '\'') {
+      out += '\\';
+      out += static_cast<char>(cp);
+    } else if (!is_unsafe_code_point(cp)) {
+      out.append(name.substr(i, n));
+    } else if (cp < 0x80) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned>(cp));
+    } else {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
+    }
+    i += n;
+  }
+  return out + "'";
+}
+
+std::string quoted_name(std::string_view name) {
+  return name_needs_quoting(name) ? shown_name(name) : "'" + std::string(name) + "'";
+}
+
 std::string clip(std::string s, size_t width) {
   if (width == 0) return {};
   // Byte offset where each code point starts; text from printable() is

@@ -32,6 +32,19 @@ bool is_unsafe_code_point(char32_t cp);
 /// reverse the text around it.
 std::string printable(std::string_view s);
 
+/// A lock name as text output shows it, so that two names never look alike
+/// and each can be typed back into a shell: the name itself when it is
+/// well-formed UTF-8 with no unsafe code point, backslash or single quote;
+/// otherwise bash's ANSI-C quoting of it ($'...': \\ and \' for those two,
+/// \xNN for control and non-UTF-8 bytes, \uNNNN for the other unsafe code
+/// points), which printable() text never starts with unquoted.
+std::string shown_name(std::string_view name);
+/// Whether shown_name quotes `name` (otherwise it is the name itself).
+bool name_needs_quoting(std::string_view name);
+
+/// The name in a sentence: 'NAME', or its $'...' form as shown_name gives.
+std::string quoted_name(std::string_view name);
+
 /// `s` shortened to at most `width` code points (the last one a '~' when it
 /// was cut), never splitting a UTF-8 sequence; meant for printable() text.
 std::string clip(std::string s, size_t width);

@@ -64,6 +64,27 @@ EOF2
   assert_equal "${#stderr_lines[@]}" 1
 }
 
+@test "hostile data: a name typed to look like an escaped one is shown apart, and each is given back as shown" {
+  local real=$'job\e]0;x\a' typed='job\x1b]0;x\x07'
+  rl 0 acquire --owner alice "$real"
+  rl 0 acquire --owner bob "$typed"
+  rl 0 acquire --owner carol "it's"
+  rl 0 status
+  assert_line --regexp "^\\\$'job\\\\x1b\]0;x\\\\x07' +exclusive +1 +alice "
+  assert_line --regexp "^\\\$'job\\\\\\\\x1b\]0;x\\\\\\\\x07' +exclusive +1 +bob "
+  assert_line --regexp "^\\\$'it\\\\'s' +exclusive +1 +carol "
+  # Each row's name, pasted into a shell, names its own lock.
+  local shown
+  shown="$(awk '/ bob /{print $1}' <<<"$output")"
+  eval "rl 0 release --force $shown"
+  assert_output --regexp "^evicted [0-9a-f]{8} from lock \\\$'job\\\\\\\\x1b\]0;x\\\\\\\\x07': bob "
+  rl 0 status "$real"
+  assert_line --index 0 --regexp "^lock \\\$'job\\\\x1b\]0;x\\\\x07': held "
+  rl 1 status "$typed"
+  rl 0 status "it's"
+  assert_line --index 0 --regexp "^lock \\\$'it\\\\'s': held "
+}
+
 @test "hostile data: escape sequences in a key name never reach the terminal" {
   local name=$'\e]0;pwned\a\e[2J\xc2\x9b31m'
   rcli SET "rlock:{$name}:m" x >/dev/null

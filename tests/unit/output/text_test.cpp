@@ -40,6 +40,31 @@ TEST(Utf8, RejectsWhatIsNotUtf8) {
   EXPECT_FALSE(valid_utf8("\xe0\x80\x80"));      // overlong
 }
 
+TEST(ShownName, PlainNamesAreThemselves) {
+  EXPECT_EQ(shown_name("deploy-prod"), "deploy-prod");
+  EXPECT_EQ(shown_name("d\xc3\xa9ploiement"), "d\xc3\xa9ploiement");
+  EXPECT_EQ(quoted_name("deploy-prod"), "'deploy-prod'");
+}
+
+TEST(ShownName, TwoNamesNeverLookAlike) {
+  // One with a real escape sequence, one with its escaped spelling typed
+  // out: printable() shows both as job\x1b]0;x\x07.
+  const std::string real = "job\x1b]0;x\x07", typed = R"(job\x1b]0;x\x07)";
+  EXPECT_EQ(printable(real), printable(typed));
+  EXPECT_EQ(shown_name(real), R"($'job\x1b]0;x\x07')");
+  EXPECT_EQ(shown_name(typed), R"($'job\\x1b]0;x\\x07')");
+  EXPECT_NE(shown_name("$'a'"), shown_name("a\x01"));
+  EXPECT_EQ(shown_name("$'a'"), R"($'$\'a\'')");
+}
+
+TEST(ShownName, QuotesWhatATerminalOrShellWouldMisread) {
+  EXPECT_EQ(shown_name("it's"), R"($'it\'s')");
+  EXPECT_EQ(shown_name("bin\xff"), R"($'bin\xff')");
+  EXPECT_EQ(shown_name("rtl\xe2\x80\xae"), R"($'rtl\u202e')");
+  EXPECT_EQ(shown_name("a\nb"), R"($'a\x0ab')");
+  EXPECT_EQ(quoted_name("a\nb"), R"($'a\x0ab')");
+}
+
 TEST(Clip, NeverSplitsACharacter) {
   EXPECT_EQ(clip("ééééé", 3), "éé~");
   EXPECT_EQ(clip("abc", 3), "abc");
