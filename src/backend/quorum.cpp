@@ -597,9 +597,11 @@ Error QuorumBackend::too_few(const std::string& what,
   std::vector<std::string> problems;
   for (std::size_t k = 0; k < replies.size(); ++k) {
     if (replies[k].state == MemberReply::State::replied) continue;
-    problems.push_back(fmt::format(
-        "{}: {}", m_members[k]->model().describe(),
-        replies[k].state == MemberReply::State::pending ? "no answer yet" : replies[k].problem));
+    const std::string name = m_members[k]->model().describe();
+    problems.push_back(fmt::format("{}: {}", name,
+                                   replies[k].state == MemberReply::State::pending
+                                       ? "no answer yet"
+                                       : lock::without_member_name(replies[k].problem, name)));
   }
   return Error{Error::Code::unreachable,
                fmt::format("{} of {} quorum members: a majority is {}; {}", what, replies.size(),
@@ -974,7 +976,8 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       (*gaps)(Error{Error::Code::unreachable,
                     fmt::format("listing incomplete: quorum member {} left out ({}): a lock it "
                                 "holds shows without the holders the others cannot confirm",
-                                m_members[k]->model().describe(), why),
+                                m_members[k]->model().describe(),
+                                lock::without_member_name(why, m_members[k]->model().describe())),
                     redis::ServerError::none});
     }
   }

@@ -412,6 +412,12 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members) 
   return std::nullopt;
 }
 
+std::string_view without_member_name(std::string_view problem, std::string_view name) {
+  if (!name.empty() && problem.starts_with(name) && problem.substr(name.size()).starts_with(": "))
+    return problem.substr(name.size() + 2);
+  return problem;
+}
+
 redis::Reply combine_status(const std::vector<std::string>& names,
                             const std::vector<MemberReply>& members) {
   const Votes v = count_holders(members);
@@ -457,6 +463,7 @@ redis::Reply combine_status(const std::vector<std::string>& names,
                             : m.state == MemberReply::State::pending
                                 ? std::string("no answer in time")
                                 : std::string("unexpected reply from the lock script");
+      problem = std::string(without_member_name(problem, name));
       views.elements.push_back(redis::Reply::of_array(
           {redis::Reply::of_string(name), redis::Reply::of_string("unreachable"),
            redis::Reply::of_array(), redis::Reply::of_integer(0),

@@ -133,12 +133,31 @@ states = [m["state"] for m in v["members"]]
 assert len(states) == 5, states
 assert states[4] == "unreachable", states
 assert states.count("ok") >= 3, states
+# The member is named by the view, not again in front of its error.
+assert not v["members"][4]["error"].startswith(v["members"][4]["member"]), v["members"][4]
 print(v["members"][4]["error"])' "$output"
   assert_success
-  # The listing too shows the lock, and says which member it left out.
+  # The listing too shows the lock, and says which member it left out
+  # (not again in front of the reason).
   rl 69 status
   assert_output --partial q5
   assert_stderr --partial "quorum member redis://127.0.0.1:$(q_port 5)/0 left out"
+  refute_stderr --partial "left out (redis://127.0.0.1:$(q_port 5)/0:"
+}
+
+@test "quorum: a member that does not answer is named once in the error, not again in front of its reason" {
+  q_freeze 3
+  q_freeze 4
+  q_freeze 5
+  RL_TIMEOUT=20 rl 69 status --connect-timeout 1s
+  local k
+  for k in 3 4 5; do
+    assert_stderr --partial "redis://127.0.0.1:$(q_port "$k")/0: "
+    refute_stderr --partial "redis://127.0.0.1:$(q_port "$k")/0: redis://127.0.0.1:$(q_port "$k")/0"
+  done
+  q_thaw 3
+  q_thaw 4
+  q_thaw 5
 }
 
 @test "quorum: two members killed, the lock still works; three, and it refuses with nothing held" {
