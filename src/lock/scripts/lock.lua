@@ -138,7 +138,11 @@ end
 -- reply is its fence (see acquire); nil when `token` holds nothing there
 -- (a lease that ran out does not count: a purge removes it).
 local function confirm(set, token, ttl)
-  local until_ms = tonumber(redis.call('ZSCORE', set, token))
+  -- pcall: a foreign key at `set` is not a holder's; the type check below
+  -- names it (redis.call would fail the script without the key's name).
+  local score = redis.pcall('ZSCORE', set, token)
+  if type(score) == 'table' then return nil end
+  local until_ms = tonumber(score)
   if not until_ms or until_ms <= now then return nil end
   redis.call('ZADD', set, now + ttl, token)
   if now + ttl < until_ms then
