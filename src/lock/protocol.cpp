@@ -51,11 +51,16 @@ Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply
   auto state = integer_of(e[0]);
   auto second = integer_of(e[1]);
   if (!state || !second) return std::unexpected(unexpected_reply());
-  if (*state == -1)
+  if (*state == -1) {
+    // 1 is what a lock gets without --limit (a shared one too).
+    const auto limit = [](long long n) {
+      return fmt::format("--limit {}{}", n, n == 1 ? " (the default)" : "");
+    };
     return fail(Error::Code::usage,
-                fmt::format("lock '{}' is used with --limit {}, not --limit {}; every user of a "
-                            "lock must give the same limit",
-                            request.name, *second, request.limit));
+                fmt::format("lock '{}' is used with {}, not {}; every user of a lock must give "
+                            "the same limit",
+                            request.name, limit(*second), limit(request.limit)));
+  }
   Attempt attempt;
   if (*state == 1) {
     attempt.acquired = true;
