@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -392,6 +393,17 @@ Result<Context> make_context(const TlsOptions& tls) {
   };
   if (!tls.insecure) {
     SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, nullptr);
+    // OpenSSL looks into a CA directory only while verifying: one that is
+    // not there would surface as "unable to get local issuer certificate".
+    if (!tls.cacertdir.empty()) {
+      struct stat st {};
+      const char* why = ::stat(tls.cacertdir.c_str(), &st) != 0 ? std::strerror(errno)
+                        : !S_ISDIR(st.st_mode)                  ? "not a directory"
+                                                                : nullptr;
+      if (why)
+        return fail(Error::Code::usage,
+                    fmt::format("cannot load CA certificates from {}: {}", tls.cacertdir, why));
+    }
     if (tls.cacert.empty() && tls.cacertdir.empty()) {
       SSL_CTX_set_default_verify_paths(context.get());
     } else if (SSL_CTX_load_verify_locations(

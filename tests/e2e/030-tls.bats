@@ -38,6 +38,15 @@ setup() {
   rl 77 -u "rediss://127.0.0.1:$OPTIONAL_PORT" acquire tls -n
 }
 
+@test "tls: a --cacert or --cacertdir that is not there is a usage error naming it, not a failed verification" {
+  rl 64 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacert "$TLS_DIR/missing.pem" acquire tls -n
+  assert_stderr --partial "cannot load CA certificates from $TLS_DIR/missing.pem"
+  rl 64 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacertdir "$TLS_DIR/missing" acquire tls -n
+  assert_stderr "rlock: error: cannot load CA certificates from $TLS_DIR/missing: No such file or directory"
+  rl 64 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacertdir "$TLS_DIR/ca.pem" acquire tls -n
+  assert_stderr "rlock: error: cannot load CA certificates from $TLS_DIR/ca.pem: not a directory"
+}
+
 @test "tls: --insecure skips verification" {
   rl 0 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --insecure acquire tls-insecure
 }
