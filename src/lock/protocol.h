@@ -147,12 +147,12 @@ redis::Reply combine_force(const std::vector<MemberReply>& members);
 /// them, the highest fence, and a 7th element with every member's view
 /// (named by `names`): {name, state, {holder ids}, fence, problem} with
 /// state ok, disagrees (its holders differ) or unreachable.
+redis::Reply combine_status(const std::vector<std::string>& names,
+                            const std::vector<MemberReply>& members);
 /// A member's problem as said next to the member's name: without the name
 /// again in front, when the message starts with it ("URL: timed out").
 std::string_view without_member_name(std::string_view problem, std::string_view name);
 
-redis::Reply combine_status(const std::vector<std::string>& names,
-                            const std::vector<MemberReply>& members);
 /// A status reply for a lock a member has no keys for.
 redis::Reply empty_status();
 

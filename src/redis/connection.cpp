@@ -400,14 +400,14 @@ Error classify_server_error(std::string_view message) {
 Error server_failure(std::string_view name, std::string_view message) {
   Error error = classify_server_error(message);
   error.origin = name;
-  // Redis' own words ("NOAUTH Authentication required", "Protocol error:
-  // unauthenticated multibulk length") do not say what to do about it.
   // The demoted master's refusal of WAIT goes on about writable replicas
   // in a second sentence that does not apply: its first one is the news.
   if (error.server == ServerError::readonly && message.starts_with("ERR WAIT")) {
     if (const auto end = error.message.find(". "); end != std::string::npos)
       error.message.resize(end);
   }
+  // Redis' own words ("NOAUTH Authentication required", "Protocol error:
+  // unauthenticated multibulk length") do not say what to do about it.
   if (error.server == ServerError::noauth) {
     error.message = fmt::format(
         "{}: this server needs a password: set RLOCK_PASSWORD or --password-file", name);
