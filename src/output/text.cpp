@@ -75,6 +75,11 @@ std::string printable(std::string_view s) {
 }
 
 bool name_needs_quoting(std::string_view name) {
+  // Printable ASCII, the common case (one test a byte: a status listing
+  // asks this of every name).
+  if (std::all_of(name.begin(), name.end(),
+                  [](char c) { return c >= 0x20 && c < 0x7f && c != '\\' && c != '\''; }))
+    return false;
   char32_t cp = 0;
   for (size_t i = 0; i < name.size();) {
     const size_t n = utf8_sequence(name, i, cp);
