@@ -969,6 +969,7 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       if ((*replies)[k].state == MemberReply::State::replied && batch->lists[k] && *batch->lists[k])
         continue;
       const MemberReply& m = (*replies)[k];
+      const std::string member = m_members[k]->model().describe();
       const std::string why = batch->lists[k] && !*batch->lists[k]
                                   ? batch->lists[k]->error().message
                               : m.state == MemberReply::State::pending ? "no answer in time"
@@ -976,8 +977,7 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       (*gaps)(Error{Error::Code::unreachable,
                     fmt::format("listing incomplete: quorum member {} left out ({}): a lock it "
                                 "holds shows without the holders the others cannot confirm",
-                                m_members[k]->model().describe(),
-                                lock::without_member_name(why, m_members[k]->model().describe())),
+                                member, lock::without_member_name(why, member)),
                     redis::ServerError::none});
     }
   }

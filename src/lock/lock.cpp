@@ -105,10 +105,11 @@ Deadline refusals_end(const std::optional<Deadline>& outage_since, Deadline give
 /// once it is queued (a server that never answered is an error at once) or
 /// when it is a failover (Error::failing_over: the rest of the deployment
 /// answers), a transient server refusal (LOADING, BUSY, ...) whenever it
-/// may wait at all; both only for k_outage_tolerance and within its own --wait. A grant
-/// the replicas did not acknowledge is retried for the whole of an explicit
-/// --wait, and like an outage (k_outage_tolerance) without one: a replica
-/// that is gone for good must not hold a cron job forever. Sleeps a little
+/// may wait at all; both only for k_outage_tolerance and within its own
+/// --wait. A grant the replicas did not acknowledge is retried for the
+/// whole of an explicit --wait, and like an outage (k_outage_tolerance)
+/// without one: a replica that is gone for good must not hold a cron job
+/// forever. Sleeps a little
 /// before the retry, waking early on `interrupt_fd`. `tried_at`: when the
 /// failed try began (a refusal began no later). An error means: give up
 /// with it.
