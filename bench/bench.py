@@ -538,6 +538,36 @@ def protocol_handoff(srv, rounds, raw=False):
     return lat, cpu / max(len(lat), 1) * 1e6, own
 
 
+def repeated_handoff(srv, blocks, rounds):
+    """1b again, in `blocks` interleaved blocks: each measures the bare-socket
+    client's idle round trip, the bare-socket protocol handoff and the floor
+    one after the other, and divides by its own round trip. The idle round
+    trip on a VM moves from one minute to the next (43 to 182 us between runs
+    on the machine of bench/README.md), more than any change to the protocol
+    would; a ratio taken within one block, and its median over the blocks,
+    does not."""
+    print(f"   repeated: {blocks} blocks of (idle PING x100, handoff x{rounds}, floor "
+          f"x{rounds}), each against its own idle PING")
+    print(f"   {'block':>5} {'idle RTT':>9} {'handoff':>8} {'floor':>8} {'handoff/RTT':>12} "
+          f"{'floor/RTT':>10} {'handoff/floor':>14}")
+    ratios, floors, overs = [], [], []
+    for b in range(blocks):
+        idle, _ = raw_rtt_us(srv.port, n=100, idle=0.01)
+        med = statistics.median(protocol_handoff(srv, rounds, raw=True)[0])
+        fmed = statistics.median(notification_floor(srv, rounds))
+        ratios.append(med / idle)
+        floors.append(fmed / idle)
+        overs.append(med / fmed)
+        print(f"   {b + 1:>5} {idle:>7.0f}us {med:>6.0f}us {fmed:>6.0f}us {med / idle:>12.2f} "
+              f"{fmed / idle:>10.2f} {med / fmed:>14.2f}", flush=True)
+
+    def summary(values):
+        return (f"{statistics.median(values):.2f} (range {min(values):.2f}-"
+                f"{max(values):.2f})")
+    print(f"   median over the blocks: handoff/RTT {summary(ratios)}; floor/RTT "
+          f"{summary(floors)}; handoff/floor {summary(overs)}")
+
+
 # --- whole processes ---------------------------------------------------------------
 
 # The section every process runs: two bash builtins around a 20 ms sleep, so
@@ -737,6 +767,10 @@ def main():
                     "5 whole processes, 2 throughput)")
     ap.add_argument("--loop", help="the rlock_bench_loop binary of section 2 (default: next "
                     "to --rlock)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="1b: also measure the bare-socket handoff, the floor and the idle "
+                    "round trip again in this many interleaved blocks, each block's ratios "
+                    "against its own round trip (the idle round trip moves between runs)")
     ap.add_argument("--script", help="the lock script the Python clients use (default: the "
                     "repository's; give the one --rlock embeds when measuring another version)")
     a = ap.parse_args()
@@ -804,6 +838,8 @@ def main():
                   "the confirmation):")
             print("   " + ", ".join(f"{k}: {n} calls, {us:.1f} us each"
                                     for k, (n, us) in sorted(own.items())))
+            if a.repeat > 1:
+                repeated_handoff(srv, a.repeat, a.handoffs)
             print()
         if "4" in sections:
             print("4) the same handoff with a 100 ms polling peer (redis-py Lock, sleep=0.1)")
