@@ -21,9 +21,11 @@ namespace rlock::cli {
 
 namespace {
 
-/// `status` once what --help or --version printed is out; a full disk, a
-/// closed or broken stdout is an error (70), as for every other output.
+/// `status` once what --help or --version printed is out; a full disk or a
+/// closed stdout is an error (70), as for every other output; a reader that
+/// stopped reading ends rlock quietly (end_quietly_on_broken_pipe).
 int flushed(int status) {
+  output::end_quietly_on_broken_pipe();
   if (auto done = output::flush_stdout(); !done) return report(done.error());
   return status;
 }

@@ -11,6 +11,7 @@ Action register_status(CLI::App& command, Context& context) {
   auto help_only = std::make_shared<std::vector<std::string>>();
   sub->add_option("name", *help_only, "Lock names (default: every lock under the prefix)");
   return [&context, help_only]() -> int {
+    output::end_quietly_on_broken_pipe();
     const std::vector<std::string>* names = &context.operands;
     for (const auto& name : *names)
       if (auto ok = lock::validate_name(name); !ok) return report(ok.error());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -21,7 +22,15 @@ namespace {
 bool g_stdout_closed = false;
 unsigned g_claimed_fds = 0;
 
+bool g_quiet_broken_pipe = false;
+
 Result<void> write_failed(int err) {
+  if (err == EPIPE && g_quiet_broken_pipe) {
+    // rlock ignores SIGPIPE (see cli.cpp); a filter that lost its reader
+    // dies of it, so the shell sees what it sees of `ls | head`.
+    std::signal(SIGPIPE, SIG_DFL);
+    std::raise(SIGPIPE);
+  }
   return fail(Error::Code::internal,
               fmt::format("cannot write to standard output: {}", std::strerror(err)));
 }
@@ -167,6 +176,10 @@ Result<void> emit_named(const std::string& name, Json::Object fields) {
 }
 
 }  // namespace
+
+void end_quietly_on_broken_pipe() {
+  g_quiet_broken_pipe = true;
+}
 
 Result<void> flush_stdout() {
   if (g_stdout_closed) return write_failed(EBADF);

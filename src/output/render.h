@@ -24,6 +24,13 @@ void claim_standard_fds();
 /// gets rlock's standard descriptors as they were.
 unsigned claimed_standard_fds();
 
+/// For output that only informs (`status`, --help, --version): a reader
+/// that stops reading early (`rlock status | head`) ends rlock as it ends
+/// any Unix filter, by SIGPIPE with no message, rather than as a failed
+/// write (70). Output that hands something over (`acquire`'s token) keeps
+/// the error: nobody received it.
+void end_quietly_on_broken_pipe();
+
 /// Flushes what was printed to stdout by other means (CLI11's --help, the
 /// version): a closed, full or broken stdout is an error, as in emit().
 [[nodiscard]] Result<void> flush_stdout();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # stdout that cannot be written (a full disk, a closed descriptor) is an
 # error for every command; `acquire` then releases the lock it took, since
-# nobody received its token.
+# nobody received its token. A pipe whose reader has gone ends `status`,
+# --help and --version quietly, as it ends any Unix filter.
 
 load helpers
 
@@ -12,6 +13,23 @@ rl_redirected() {
   shift 2
   run --separate-stderr timeout -k 5 "$RL_TIMEOUT" bash -c "exec \"\$0\" \"\$@\" $redirection" "$RLOCK" "$@"
   _rl_check "$expected" "rlock $* $redirection"
+}
+
+# rl_unread EXPECTED ARGS...: like rl, with stdout a pipe whose reader has
+# already gone (`rlock status | head` once head has its lines), so that the
+# first write meets EPIPE every time. A death by a signal is reported as
+# the shell reports it: 128 + the signal.
+rl_unread() {
+  local expected="$1"
+  shift
+  run --separate-stderr "$PYTHON" -c '
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+p = subprocess.run(sys.argv[1:], stdout=w, timeout=int(os.environ["RL_TIMEOUT"]))
+sys.exit(128 - p.returncode if p.returncode < 0 else p.returncode)
+' "$RLOCK" "$@"
+  _rl_check "$expected" "rlock $* | (reader gone)"
 }
 
 @test "output errors: acquire into a full disk fails and leaves the lock free" {
@@ -42,6 +60,23 @@ rl_redirected() {
   rl_redirected 70 '>&-' status shown
   rl_redirected 70 '>/dev/full' status --json
   rl_redirected 70 '>/dev/full' status shown
+}
+
+@test "output errors: status, --help and --version into a pipe nobody reads end quietly, like ls | head" {
+  rl 0 acquire piped -t 60s
+  local args
+  for args in status 'status --json' 'status piped' 'status piped --json' 'status nobody' \
+    --help --version; do
+    # shellcheck disable=SC2086 # the words of $args are separate arguments
+    RL_TIMEOUT="$RL_TIMEOUT" rl_unread 141 $args
+    assert_equal "$stderr" ''
+  done
+}
+
+@test "output errors: acquire into a pipe nobody reads is still an error, and the lock stays free" {
+  RL_TIMEOUT="$RL_TIMEOUT" rl_unread 70 acquire unread -t 60s
+  assert_stderr --regexp '^rlock: error: cannot write to standard output: Broken pipe$'
+  rl 1 status unread
 }
 
 @test "output errors: renew, release and release --force report a failed write" {
