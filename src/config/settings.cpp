@@ -200,6 +200,10 @@ Result<Layer> read_config_file(const std::string& path) {
   if (!content) return std::unexpected(content.error());
   if (content->find('\0') != std::string::npos)
     return fail(Error::Code::config, fmt::format("config file '{}' is not a text file", path));
+  // A byte order mark, as some Windows editors save UTF-8, is not part of
+  // the first key.
+  constexpr std::string_view k_bom = "\xEF\xBB\xBF";
+  if (content->starts_with(k_bom)) content->erase(0, k_bom.size());
   Layer layer;
   std::istringstream in(*content);
   std::string line;

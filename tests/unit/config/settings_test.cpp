@@ -127,6 +127,22 @@ TEST(ConfigFile, TrailingCommentsAreNotPartOfTheValue) {
   std::remove(path.c_str());
 }
 
+TEST(ConfigFile, AByteOrderMarkAndWindowsLineEndsAreNotPartOfKeysOrValues) {
+  auto path = write_temp("\xEF\xBB\xBFurl = redis://a:1\r\nprefix = p:\r\n");
+  auto layer = read_config_file(path);
+  ASSERT_TRUE(layer.has_value()) << layer.error().message;
+  ASSERT_EQ(layer->urls.size(), 1u);
+  EXPECT_EQ(layer->urls[0], "redis://a:1");
+  EXPECT_EQ(layer->prefix, "p:");
+  std::remove(path.c_str());
+  // Only at the very start: anywhere else it is a byte of a key.
+  path = write_temp("prefix = p:\n\xEF\xBB\xBFurl = redis://a:1\n");
+  layer = read_config_file(path);
+  ASSERT_FALSE(layer.has_value());
+  EXPECT_NE(layer.error().message.find(":2: unknown key"), std::string::npos);
+  std::remove(path.c_str());
+}
+
 TEST(ConfigFile, BadValuesAreConfigErrorsNamingFileAndLine) {
   for (const char* text : {"connect-timeout = soon\n", "prefix = a{b\n", "url = ftp://x\n",
                            "tls = maybe\n", "connect-timeout = 0\n", "url =\n"}) {
