@@ -402,6 +402,20 @@ int run_main(int argc, char** argv) {
     return flushed(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
     return flushed(app.exit(e));
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 2.1 lists the extra words last first (it joins them in
+    // reverse); they are said in the order they were given.
+    // The `--` that split_command_line put before the positionals is not
+    // the user's.
+    std::vector<std::string> extras;
+    for (auto& extra : app.remaining(true))
+      if (extra != "--") extras.push_back(std::move(extra));
+    if (extras.empty()) return usage_error(e);
+    std::string list;
+    for (const auto& extra : extras) list += (list.empty() ? "" : " ") + quote_input(extra);
+    fmt::print(stderr, "rlock: error: {} {} (see 'rlock --help')\n",
+               extras.size() == 1 ? "unexpected argument" : "unexpected arguments:", list);
+    return static_cast<int>(ExitStatus::usage);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return flushed(app.exit(e));
     return usage_error(e);
@@ -421,8 +435,9 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A write to a closed stdout (rlock status | head) must not kill us with
-  // SIGPIPE halfway through releasing a lock; EPIPE is handled instead.
+  // A write to a pipe nobody reads must not kill us with SIGPIPE halfway
+  // through releasing a lock; EPIPE is handled instead (and ends `rlock
+  // status | head` quietly: output::end_quietly_on_broken_pipe).
   std::signal(SIGPIPE, SIG_IGN);
   output::claim_standard_fds();
   try {

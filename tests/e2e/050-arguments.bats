@@ -164,3 +164,14 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   assert_output "lock 'c-missing': free (last fence 0)"
   rl 0 run c-missing -c 'exit 0'
 }
+
+@test "arguments: words a command does not take are named in the order they were given" {
+  rl 64 acquire a b c
+  assert_equal "$stderr" "rlock: error: unexpected arguments: 'b' 'c' (see 'rlock --help')"
+  rl 64 renew a --bogus 1
+  assert_equal "$stderr" "rlock: error: unexpected arguments: '--bogus' '1' (see 'rlock --help')"
+  rl 64 release x --token t 'y z'
+  assert_equal "$stderr" "rlock: error: unexpected argument 'y z' (see 'rlock --help')"
+  # Nothing was taken.
+  rl 1 status a
+}
