@@ -788,12 +788,25 @@ Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& 
     }
     return Outcome{redis::Reply::of_integer(count.ttl.count()), std::nullopt};
   }
+  // Decided by the members that failed first (refused connections come
+  // back at once): the ones still answering are heard too (as long again),
+  // so that the count and the members' reasons say what they did, not
+  // "no answer yet" for a member that extended the lease.
+  auto heard = std::move(*replies);
+  auto final_count = count;
+  if (count.pending > 0) {
+    if (auto late = hear_slower(*batch, started, deadline)) {
+      heard = std::move(*late);
+      final_count = lock::count_renew(heard);
+    }
+  }
   // So many members say the token holds nothing that no majority can
   // confirm it again: the lock is lost. Otherwise it is only not confirmed
   // (members out of reach), and the heartbeat tries again.
-  if (count.lost) return Outcome{redis::Reply::of_integer(0), std::nullopt};
+  if (final_count.lost) return Outcome{redis::Reply::of_integer(0), std::nullopt};
   return std::unexpected(too_few(
-      fmt::format("the renewal of lock '{}' was confirmed by {}", name, count.renewed), *replies));
+      fmt::format("the renewal of lock '{}' was confirmed by {}", name, final_count.renewed),
+      heard));
 }
 
 Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call& call,

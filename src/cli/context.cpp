@@ -204,10 +204,13 @@ std::string fit_columns(const std::string& shown, std::size_t columns) {
 
 lock::LockClient::Progress Context::progress(const std::string& name) {
   return [this, name](const lock::Attempt& attempt, Millis waited) {
-    std::string who = attempt.holder ? output::describe_holder(*attempt.holder) : "a holder";
-    std::string line =
-        fmt::format("waiting {} for lock '{}' held by {}", format_duration(waited), name, who);
-    if (attempt.holder) line += fmt::format(" since {} ago", format_duration(attempt.holder->age));
+    std::string line = fmt::format("waiting {} for lock '{}'", format_duration(waited), name);
+    // No holder to name: the lock may be free and yet not grantable (a
+    // quorum whose restarted members have not been up for the TTL, a grant
+    // on its way to the waiter ahead).
+    if (attempt.holder)
+      line += fmt::format(" held by {} since {} ago", output::describe_holder(*attempt.holder),
+                          format_duration(attempt.holder->age));
     if (attempt.position > 1) line += fmt::format(", {} ahead in queue", attempt.position - 1);
     if (interactive()) {
       // One updating line: carriage return, clear to end of line. That

@@ -417,10 +417,16 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members) 
   return std::nullopt;
 }
 
-std::string_view without_member_name(std::string_view problem, std::string_view name) {
-  if (!name.empty() && problem.starts_with(name) && problem.substr(name.size()).starts_with(": "))
-    return problem.substr(name.size() + 2);
-  return problem;
+std::string without_member_name(std::string_view problem, std::string_view name) {
+  const auto named_at = [&](std::size_t at) {
+    return !name.empty() && problem.substr(at).starts_with(name) &&
+           problem.substr(at + name.size()).starts_with(": ");
+  };
+  if (named_at(0)) return std::string(problem.substr(name.size() + 2));
+  constexpr std::string_view k_connect = "cannot connect to ";
+  if (problem.starts_with(k_connect) && named_at(k_connect.size()))
+    return fmt::format("cannot connect: {}", problem.substr(k_connect.size() + name.size() + 2));
+  return std::string(problem);
 }
 
 redis::Reply combine_status(const std::vector<std::string>& names,
@@ -468,7 +474,7 @@ redis::Reply combine_status(const std::vector<std::string>& names,
                             : m.state == MemberReply::State::pending
                                 ? std::string("no answer in time")
                                 : std::string("unexpected reply from the lock script");
-      problem = std::string(without_member_name(problem, name));
+      problem = without_member_name(problem, name);
       views.elements.push_back(redis::Reply::of_array(
           {redis::Reply::of_string(name), redis::Reply::of_string("unreachable"),
            redis::Reply::of_array(), redis::Reply::of_integer(0),

@@ -150,8 +150,9 @@ redis::Reply combine_force(const std::vector<MemberReply>& members);
 redis::Reply combine_status(const std::vector<std::string>& names,
                             const std::vector<MemberReply>& members);
 /// A member's problem as said next to the member's name: without the name
-/// again in front, when the message starts with it ("URL: timed out").
-std::string_view without_member_name(std::string_view problem, std::string_view name);
+/// again in front, when the message starts with it ("URL: timed out"), or
+/// after "cannot connect to" ("cannot connect: Connection refused").
+std::string without_member_name(std::string_view problem, std::string_view name);
 
 /// A status reply for a lock a member has no keys for.
 redis::Reply empty_status();

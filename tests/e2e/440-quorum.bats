@@ -156,6 +156,22 @@ print(v["members"][4]["error"])' "$output"
   q_thaw 5
 }
 
+@test "quorum: a renewal three dead members fail counts the two that did extend it" {
+  rl 0 acquire renewed-by-two -t "$Q_TTL"
+  local token="$output"
+  q_kill 1
+  q_kill 2
+  q_kill 3
+  # The refused connections decide at once; the live members' answers are
+  # still counted and named for what they said.
+  rl 69 renew renewed-by-two --token "$token"
+  assert_stderr --partial "the renewal of lock 'renewed-by-two' was confirmed by 2 of 5"
+  refute_stderr --partial 'no answer yet'
+  # Each dead member named once, before its reason.
+  assert_stderr --partial ': cannot connect: Connection refused'
+  refute_stderr --partial 'cannot connect to'
+}
+
 @test "quorum: two members killed, the lock still works; three, and it refuses with nothing held" {
   q_kill 4
   q_kill 5
@@ -402,9 +418,13 @@ print(v["members"][4]["error"])' "$output"
   # counts for a 1 h lease, whatever the lock's state.
   rl 69 acquire young -n -t 1h
   assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (1h), 5 for less"
-  # A wait that ends so says the same, not "timed out waiting" (75).
-  rl 69 acquire young -w 1s -t 1h
+  # A wait that ends so says the same, not "timed out waiting" (75); its
+  # waiting line names no holder, as nobody holds the lock.
+  rl 69 -v acquire young -w 1s -t 1h
   assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (1h)"
+  assert_stderr --regexp "waiting [0-9.]+m?s for lock 'young'"
+  refute_stderr --partial 'held by'
+
   rl 69 run young -w 1s -t 1h -- true
   assert_stderr --partial "only 0 of 5 quorum members"
   rl 1 status young

@@ -263,5 +263,17 @@ TEST(Quorum, AcquireAndRaiseCallsCarryTheirArguments) {
   EXPECT_EQ(raise.args, (std::vector<std::string>{"raise", "1234", "tok"}));
 }
 
+TEST(Quorum, AMembersProblemDoesNotNameTheMemberAgain) {
+  const std::string url = "redis://127.0.0.1:7001/0";
+  EXPECT_EQ(without_member_name(url + ": timed out after 5s", url), "timed out after 5s");
+  EXPECT_EQ(without_member_name("cannot connect to " + url + ": Connection refused", url),
+            "cannot connect: Connection refused");
+  // Another member's name, or the name inside the sentence, stays.
+  EXPECT_EQ(without_member_name("cannot connect to redis://other:1/0: refused", url),
+            "cannot connect to redis://other:1/0: refused");
+  EXPECT_EQ(without_member_name("READONLY " + url, url), "READONLY " + url);
+  EXPECT_EQ(without_member_name(url + "x: y", url), url + "x: y");
+}
+
 }  // namespace
 }  // namespace rlock::lock
