@@ -167,6 +167,21 @@ void write_view(std::string& out, const lock::LockView& v) {
   if (!v.members.empty()) o.value("members", members_json(v));
 }
 
+/// Digits of a fence (16 of them since fences are times in µs).
+std::size_t digits(std::int64_t value) {
+  std::size_t n = value < 0 ? 2 : 1;
+  for (value = value < 0 ? -(value / 10) : value / 10; value > 0; value /= 10) ++n;
+  return n;
+}
+
+/// The FENCE column: as wide as its widest value, at least its title.
+template <typename Range, typename Fence>
+std::size_t fence_width(const Range& rows, Fence fence) {
+  std::size_t width = 5;
+  for (const auto& row : rows) width = std::max(width, digits(fence(row)));
+  return width;
+}
+
 /// `{"name", ...fields}` as one line of JSON.
 Result<void> emit_named(const std::string& name, Json::Object fields) {
   Json::Object o;
@@ -270,14 +285,15 @@ Result<void> print_status(const lock::LockView& v, bool json) {
     out +=
         fmt::format("lock {}: held ({}), {} holder{}, last fence {}\n", quoted_name(v.name),
                     mode_of(v), v.holders.size(), v.holders.size() == 1 ? "" : "s", v.last_fence);
-    out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>6}  {}\n", "ID",
-                       "MODE", "OWNER", "HOST", "PID", "AGE", "TTL", "FENCE", "COMMAND");
+    const std::size_t fence = fence_width(v.holders, [](const auto& h) { return h.fence; });
+    out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n", "ID",
+                       "MODE", "OWNER", "HOST", "PID", "AGE", "TTL", "FENCE", fence, "COMMAND");
     for (const auto& h : v.holders)
       out +=
-          fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>6}  {}\n",
+          fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n",
                       printable(h.id), clip(printable(h.mode), 9), clip(printable(h.who.owner), 20),
                       clip(printable(h.who.host), 14), h.who.pid, format_duration(h.age),
-                      format_duration(h.ttl_left), h.fence, printable(h.who.command));
+                      format_duration(h.ttl_left), h.fence, fence, printable(h.who.command));
   }
   if (!v.waiters.empty()) {
     out += fmt::format("  waiting ({}):\n", v.waiters.size());
@@ -366,9 +382,10 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
     return name_needs_quoting(name) ? shown_width(shown_name(name)) : shown_width(name);
   };
   for (const auto& v : views) name_width = std::max(name_width, width_of(v.name));
-  std::string out = fmt::format("{:<{}}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>6}  {:>7}  {}\n",
+  const std::size_t fence = fence_width(views, [](const auto& v) { return v.last_fence; });
+  std::string out = fmt::format("{:<{}}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>{}}  {:>7}  {}\n",
                                 "NAME", name_width, "MODE", "HOLDERS", "OWNER", "AGE", "TTL",
-                                "FENCE", "WAITERS", "COMMAND");
+                                "FENCE", fence, "WAITERS", "COMMAND");
   // Written a piece at a time (a row of a held lock takes ~125 bytes). Cells
   // are appended (output/columns.h): a format string parsed per row was
   // most of the rendering.
@@ -388,7 +405,7 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
       append_right(out, "-", 7);
       sep();
       append_left(out, "-", 20);
-      for (const std::size_t width : {7, 7, 6, 7}) {
+      for (const std::size_t width : {std::size_t{7}, std::size_t{7}, fence, std::size_t{7}}) {
         sep();
         append_right(out, "-", width);
       }
@@ -416,7 +433,7 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
       append_right(out, "-", 7);
     }
     sep();
-    append_right(out, v.last_fence, 6);
+    append_right(out, v.last_fence, fence);
     sep();
     append_right(out, static_cast<std::int64_t>(v.waiters.size()), 7);
     sep();

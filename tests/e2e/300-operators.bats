@@ -65,6 +65,30 @@ EOF
   assert_output ''
 }
 
+# column_end HEADER ROW TITLE: whether TITLE in HEADER and the word of ROW
+# below it end in the same column (a right-aligned number under its title).
+column_end() {
+  local header="$1" row="$2" title="$3"
+  local before="${header%%"$title"*}"
+  local end=$((${#before} + ${#title}))
+  # The cell ends at `end`: its last character is not a blank, the next one is.
+  [[ "${row:end-1:1}" != ' ' && "${row:end:1}" == ' ' ]]
+}
+
+@test "status: the FENCE column is as wide as a fence, in the listing and in status NAME" {
+  rl 0 acquire fenced-column -t 60s
+  rl 0 status
+  local fence
+  fence="$(awk 'NR == 2 { print $7 }' <<<"$output")"
+  # Fences are times in microseconds: 16 digits.
+  assert_regex "$fence" '^[0-9]{16}$'
+  column_end "${lines[0]}" "${lines[1]}" FENCE
+  column_end "${lines[0]}" "${lines[1]}" WAITERS
+  rl 0 status fenced-column
+  column_end "${lines[1]}" "${lines[2]}" FENCE
+  assert_regex "${lines[2]}" " $fence  "
+}
+
 @test "status: long names are listed whole, so that each can be named back" {
   local a=nightly-backup-of-database-alpha b=nightly-backup-of-database-beta-and-more
   local c=$'nightly-backup-of-\xe6\x97\xa5-database'
