@@ -28,6 +28,11 @@ namespace {
 
 using supervise::Timing;
 
+/// How long a run that lost its lock for want of renewals waits for the
+/// reply to its parting release (see supervise_command): the release is
+/// sent at once, the reply only tells whether the server took it yet.
+constexpr Millis k_parting_release{250};
+
 struct RunOptions {
   LockOptions lock;
   std::vector<std::string> command;
@@ -331,9 +336,22 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   // Joined before any release: no renewal of ours can follow it.
   (*heartbeat)->stop();
   if (outcome.loss) {
-    // Only a lock we still hold is worth releasing: after not_owner it is
-    // gone, and after missed renewals the lease is at its end anyway.
-    if (outcome.loss->cause == supervise::LossCause::max_hold) release_now();
+    switch (outcome.loss->cause) {
+      case supervise::LossCause::max_hold:
+        release_now();
+        break;
+      case supervise::LossCause::unreachable:
+        // The lease is at its end, but a renewal the heartbeat sent may
+        // still sit in a frozen or cut-off server's socket: run when the
+        // server thaws, it would keep the lock a whole TTL for a command
+        // that is dead. A release sent now frees it in either order (the
+        // renewal finds it gone, or the release follows it); its reply is
+        // waited for only briefly, the server may still be out of reach.
+        (void)client.release(name, hold.grant.token, Clock::now() + k_parting_release);
+        break;
+      case supervise::LossCause::not_owner:
+        break;  // nothing of ours is left to release
+    }
     return lost(name, *outcome.loss);
   }
   give_back(context, client, name, hold, timing);

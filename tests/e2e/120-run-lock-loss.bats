@@ -65,6 +65,21 @@ timed_command() {
   fi
 }
 
+@test "run: after a frozen server, the renewal it had queued does not keep the lock for the dead command" {
+  # The heartbeat's renewal reached the frozen server's socket and runs when
+  # it thaws, inside the old lease: it extended the lease by a whole TTL
+  # for a holder that had exited 79, and everybody else waited it out.
+  bg_rlock job run queued -t 2s -- bash -c "$(timed_command)"
+  wait_for_file "$M/ready"
+  kill -STOP "$REDIS_PID"
+  bg_wait job 79 10
+  kill -CONT "$REDIS_PID"
+  # Whatever order the thawed server takes the two in, the lock ends free:
+  # the renewal finds it released, or the release comes after it.
+  rl 1 status queued
+  rl 0 acquire queued -t 5s
+}
+
 @test "run: a server restarted empty is a lost lock (79), not a silent re-acquire" {
   # A server of its own: the file's server must keep its pid for the others.
   start_redis
