@@ -54,3 +54,21 @@ load helpers
   rl 1 status scribbled --json
   assert_equal "$(json 'len(d["forced_history"])')" 1
 }
+
+@test "forced audit: an evicted semaphore holder is a semaphore holder, also once the lock is free" {
+  # The script records a semaphore's holders as exclusive, and the forced
+  # release's reply had no limit to tell them apart: it said exclusive.
+  rl 0 acquire sem --limit 2 -t 60s --owner a
+  rl 0 acquire sem --limit 2 -t 60s --owner b
+  rl 0 acquire shr --shared -t 60s --owner c
+  rl 0 release sem --force --json
+  assert_equal "$(json '[e["mode"] for e in d["evicted"]]')" '["semaphore", "semaphore"]'
+  rl 0 release shr --force --json
+  assert_equal "$(json '[e["mode"] for e in d["evicted"]]')" '["shared"]'
+  # Free now (limit 1 again): the audit still says what they held.
+  rl 1 status sem --json
+  assert_equal "$(json '[e["mode"] for e in d["forced"]["evicted"]]')" '["semaphore", "semaphore"]'
+  rl 0 acquire ex -t 60s
+  rl 0 release ex --force --json
+  assert_equal "$(json '[e["mode"] for e in d["evicted"]]')" '["exclusive"]'
+}

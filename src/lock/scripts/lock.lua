@@ -688,6 +688,17 @@ local AUDIT_KEEP, AUDIT_MS = 20, 24 * 3600 * 1000
 -- and ACL_USER (the Redis user the client says it is connected as: a script
 -- may not call ACL WHOAMI itself). Both are self-reported: whoever may run
 -- this script may also write the audit key directly.
+-- A semaphore's holders are recorded as exclusive (the client tells them
+-- apart by the lock's limit): an evicted one's record says semaphore, so
+-- that the reply and the audit entry keep what it held once the limit is
+-- gone with the lock.
+local function as_held(key, record)
+  if key ~= H or (limit_of() or 1) <= 1 then return record end
+  local head, mode, tail = string.match(record, '^([^\n]*\n[^\n]*\n)([^\n]*)(\n.*)$')
+  if mode ~= 'exclusive' then return record end
+  return head .. 'semaphore' .. tail
+end
+
 local function force()
   local id, audit, acl_user = ARGV[2], ARGV[3], ARGV[4] or ''
   purge()
@@ -697,7 +708,7 @@ local function force()
       local short = string.sub(hash, 1, 8)
       if id == '' or id == short then
         table.insert(evicted, short)
-        table.insert(evicted, redis.call('HGET', I, hash) or '')
+        table.insert(evicted, as_held(key, redis.call('HGET', I, hash) or ''))
         redis.call('ZREM', key, hash)
         redis.call('HDEL', I, hash)
       end
