@@ -157,8 +157,17 @@ print(v["members"][4]["error"])' "$output"
 }
 
 @test "quorum: a renewal three dead members fail counts the two that did extend it" {
-  rl 0 acquire renewed-by-two -t "$Q_TTL"
-  local token="$output"
+  local token tries
+  for ((tries = 0; tries < 5; tries++)); do
+    rl 0 acquire renewed-by-two -t "$Q_TTL"
+    token="$output"
+    # On a loaded machine a member slower than the others may have its
+    # grant given back (it would hold a lock the client never counted):
+    # this test needs the lock on all five.
+    (($(q_holding renewed-by-two) == 5)) && break
+    rl 0,1 release renewed-by-two --token "$token"
+  done
+  assert_equal "$(q_holding renewed-by-two)" 5
   q_kill 1
   q_kill 2
   q_kill 3
