@@ -77,6 +77,7 @@ std::string command_line(const RunOptions& o) {
   } else {
     for (const auto& arg : o.command) line += (line.empty() ? "" : " ") + arg;
   }
+  line = without_url_passwords(std::move(line));
   if (line.size() > k_max_command_shown) line.resize(k_max_command_shown);
   return line;
 }

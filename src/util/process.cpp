@@ -14,9 +14,33 @@ std::string process_command(pid_t pid) {
   while (!raw.empty() && raw.back() == '\0') raw.pop_back();
   for (char& c : raw)
     if (c == '\0') c = ' ';
+  // Before the cut, which could leave a password without the @ that ends it.
+  raw = without_url_passwords(std::move(raw));
   // A command line can be long; status shows the start of it.
   if (raw.size() > 256) raw.resize(256);
   return raw;
+}
+
+std::string without_url_passwords(std::string text) {
+  constexpr std::string_view k_scheme_end = "://";
+  for (std::size_t at = text.find(k_scheme_end); at != std::string::npos;
+       at = text.find(k_scheme_end, at)) {
+    const std::size_t start = at + k_scheme_end.size();
+    std::size_t end = start;
+    while (end < text.size() && !std::string_view("/?# \t\n").contains(text[end])) ++end;
+    const std::size_t user_end = text.rfind('@', end == start ? start : end - 1);
+    if (user_end != std::string::npos && user_end >= start && user_end < end) {
+      const std::size_t colon = text.find(':', start);
+      if (colon < user_end) {
+        // Without the password; an empty user goes with its @.
+        const std::size_t cut_from = colon == start ? start : colon;
+        text.erase(cut_from, user_end + (colon == start ? 1 : 0) - cut_from);
+        end = start;
+      }
+    }
+    at = end;
+  }
+  return text;
 }
 
 std::string process_name(pid_t pid) {

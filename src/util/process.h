@@ -8,10 +8,18 @@
 
 namespace rlock {
 
-/// The command line of a process, arguments joined by spaces ("" if gone).
-/// Arguments may hold secrets (`mysql -phunter2`): stored in Redis only
-/// with --show-command.
+/// The command line of a process, arguments joined by spaces ("" if gone),
+/// with the passwords of URLs in it taken out (without_url_passwords) and
+/// cut to 256 bytes. Other arguments may hold secrets (`mysql -phunter2`):
+/// stored in Redis only with --show-command.
 std::string process_command(pid_t pid);
+
+/// `text` with the password of every URL in it taken out, as rlock shows a
+/// URL: `redis://:pw@h/0` -> `redis://h/0`, `https://u:pw@h` -> `https://u@h`
+/// (the authority ends at /, ?, #, whitespace or the end; its user info at
+/// its last @). A command line stored with --show-command may be rlock's own
+/// caller's, `rlock -u redis://:pw@h ...`.
+std::string without_url_passwords(std::string text);
 
 /// The program name of a process (its comm: the file name it executed, a
 /// script's own name for a #! script; "" if gone). What is stored in Redis

@@ -104,3 +104,53 @@ wait_held() {
   rl_wait job 0
   rl_wait conf 0
 }
+
+@test "privacy: --show-command stores no URL's password, neither rlock's own nor the command's" {
+  local password=s3cret-shown-pw url
+  start_redis --requirepass "$password"
+  url="redis://:$password@127.0.0.1:$REDIS_PORT/0"
+  # The caller's command line holds rlock's own URL with its password: it
+  # was stored as it stood, shown by status and kept 24 h in the audit.
+  run bash -c '"$0" -u "$1" --show-command acquire -t 30s shown-url >/dev/null; true' \
+    "$RLOCK" "$url"
+  assert_success
+  run bash -c '"$0" -u "$1" --show-command release --force shown-url >/dev/null; true' \
+    "$RLOCK" "$url"
+  assert_success
+  run bash -c '"$0" -u "$1" --show-command acquire -t 30s shown-url >/dev/null; true' \
+    "$RLOCK" "$url"
+  RLOCK_PASSWORD="$password" rl 0 -u "redis://127.0.0.1:$REDIS_PORT/0" --json status shown-url
+  refute_output --partial "$password"
+  # The line is kept, without the password only: the holder's, the forced
+  # release's and the evicted holder's.
+  local kept="--show-command acquire -t 30s shown-url >/dev/null; true $RLOCK redis://127.0.0.1:$REDIS_PORT/0"
+  assert_equal "$(json 'd["holders"][0]["command"]')" "bash -c \"\$0\" -u \"\$1\" $kept"
+  assert_equal "$(json 'd["forced"]["evicted"][0]["command"]')" "bash -c \"\$0\" -u \"\$1\" $kept"
+  assert_output --partial "--show-command release --force shown-url >/dev/null; true $RLOCK redis://127.0.0.1:$REDIS_PORT/0"
+  # The command of a run, which may name a URL with a password too.
+  rl_bg job -u "$url" --show-command run shown-run -- sh -c 'touch "$0"; sleep 3' "$M/ready" \
+    "redis://user:$password@127.0.0.1:$REDIS_PORT/0"
+  wait_for_file "$M/ready"
+  RLOCK_PASSWORD="$password" rl 0 -u "redis://127.0.0.1:$REDIS_PORT/0" --json status shown-run
+  refute_output --partial "$password"
+  assert_output --partial "redis://user@127.0.0.1:$REDIS_PORT/0"
+  rl_wait job 0
+  local found
+  found="$(REDIS_PASSWORD="$password" "$PYTHON" - "$REDIS_PORT" "$password" <<'EOF2'
+import os, sys
+import redis
+r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), password=os.environ["REDIS_PASSWORD"])
+for key in r.scan_iter(count=1000):
+    if r.type(key) == b"hash":
+        values = [b for kv in r.hgetall(key).items() for b in kv]
+    elif r.type(key) == b"string":
+        values = [r.get(key) or b""]
+    else:
+        values = []
+    if any(sys.argv[2].encode() in v for v in values):
+        print(key.decode())
+EOF2
+)"
+  assert_equal "$found" ""
+  stop_redis
+}

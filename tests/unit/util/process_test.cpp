@@ -26,5 +26,21 @@ TEST(ParentOf, IsThePpid) {
   EXPECT_EQ(parent_of(getpid()), getppid());
 }
 
+TEST(WithoutUrlPasswords, TakesOutEveryUrlsPasswordAndNothingElse) {
+  // The probe's case: rlock's caller's command line, stored with
+  // --show-command, showed the server's password to every user of the lock.
+  EXPECT_EQ(without_url_passwords("sh -c ./rlock -u redis://:S3cr3tPW@127.0.0.1:30102/0 acquire x"),
+            "sh -c ./rlock -u redis://127.0.0.1:30102/0 acquire x");
+  EXPECT_EQ(without_url_passwords("rediss://bob:pw@h:6380/1 and https://u:p%40ss@example/x?y"),
+            "rediss://bob@h:6380/1 and https://u@example/x?y");
+  EXPECT_EQ(without_url_passwords("redis-sentinel://:pw@s1:26379,s2:26379/0#m"),
+            "redis-sentinel://s1:26379,s2:26379/0#m");
+  // No password: unchanged (a user alone, a port's colon, no URL at all).
+  for (const char* kept : {"redis://bob@h:6379/0", "redis://h:6379/0", "mysql -phunter2", "a://",
+                           "x://@", "see http://h/a@b:c", "redis://h:1/0 user:pw@h"})
+    EXPECT_EQ(without_url_passwords(kept), kept);
+  EXPECT_EQ(without_url_passwords("redis://:pw@"), "redis://");
+}
+
 }  // namespace
 }  // namespace rlock
