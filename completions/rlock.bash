@@ -22,7 +22,7 @@ _rlock_command_opts() {
     acquire) echo "$_rlock_lock_opts" ;;
     renew) echo "--token --token-file -t --ttl" ;;
     release) echo "--token --token-file --force --holder" ;;
-    status) echo "" ;;
+    status) echo "-t --ttl" ;;
   esac
 }
 

@@ -159,5 +159,6 @@ complete -c rlock -n $__rlock_running -l max-hold -x -d 'Stop renewing after DUR
 complete -c rlock -n '__fish_seen_subcommand_from renew release' -l token -x -d 'The token printed by acquire (- reads stdin)'
 complete -c rlock -n '__fish_seen_subcommand_from renew release' -l token-file -r -F -d 'Read the token from this file'
 complete -c rlock -n '__fish_seen_subcommand_from renew' -s t -l ttl -x -d 'New lease length from now'
+complete -c rlock -n '__fish_seen_subcommand_from status' -s t -l ttl -x -d 'Quorum: the TTL the locks are taken with'
 complete -c rlock -n '__fish_seen_subcommand_from release' -l force -d 'Evict the holder(s) whatever their token'
 complete -c rlock -n '__fish_seen_subcommand_from release' -l holder -x -d 'With --force: evict only this holder id'

@@ -205,10 +205,13 @@ class Member {
 /// the caller and the members' threads (a member may answer after the
 /// caller has decided and moved on).
 struct Batch {
-  explicit Batch(std::size_t members) : replies(members), lists(members), jobs(members, 0) {}
+  explicit Batch(std::size_t members)
+      : replies(members), lists(members), uptimes(members), jobs(members, 0) {}
   std::mutex mutex;
   std::vector<MemberReply> replies;
   std::vector<std::optional<Result<std::vector<NamedReply>>>> lists;
+  /// A listing's: each member's uptime in ms (nullopt: it did not say).
+  std::vector<std::optional<std::int64_t>> uptimes;
   std::vector<std::uint64_t> jobs;  // the caller's: thread job id per member, 0 = none
   Fd ready = make_eventfd();
 
@@ -378,6 +381,11 @@ class QuorumBackend final : public Backend {
                  const std::vector<std::size_t>& to, bool keep_place = false);
   /// The unreachable error naming what the members said.
   Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
+  /// "; MEMBER: PROBLEM" for each member that did not reply.
+  std::string problems_of(const std::vector<MemberReply>& replies) const;
+  /// status NAME when the members cannot tell whether the lock is held.
+  Error in_doubt(const std::string& name, const lock::InDoubt& doubt, Millis min_uptime,
+                 const std::vector<MemberReply>& replies) const;
   std::vector<std::string> member_names() const {
     std::vector<std::string> names;
     names.reserve(m_members.size());
@@ -592,20 +600,55 @@ std::size_t members_answering(const std::vector<MemberReply>& replies) {
       }));
 }
 
-Error QuorumBackend::too_few(const std::string& what,
-                             const std::vector<MemberReply>& replies) const {
-  std::vector<std::string> problems;
+std::string QuorumBackend::problems_of(const std::vector<MemberReply>& replies) const {
+  std::string problems;
   for (std::size_t k = 0; k < replies.size(); ++k) {
     if (replies[k].state == MemberReply::State::replied) continue;
     const std::string name = m_members[k]->model().describe();
-    problems.push_back(fmt::format("{}: {}", name,
-                                   replies[k].state == MemberReply::State::pending
-                                       ? "no answer yet"
-                                       : lock::without_member_name(replies[k].problem, name)));
+    problems += fmt::format("; {}: {}", name,
+                            replies[k].state == MemberReply::State::pending
+                                ? "no answer yet"
+                                : lock::without_member_name(replies[k].problem, name));
+  }
+  return problems;
+}
+
+Error QuorumBackend::too_few(const std::string& what,
+                             const std::vector<MemberReply>& replies) const {
+  return Error{Error::Code::unreachable,
+               fmt::format("{} of {} quorum members: a majority is {}{}", what, replies.size(),
+                           lock::majority(replies.size()), problems_of(replies)),
+               redis::ServerError::none};
+}
+
+Error QuorumBackend::in_doubt(const std::string& name, const lock::InDoubt& doubt,
+                              Millis min_uptime, const std::vector<MemberReply>& replies) const {
+  const std::size_t n = replies.size();
+  const std::string restarted = "(a member restarted more recently may have lost a holder)";
+  std::string what;
+  if (doubt.holder.empty()) {
+    what = fmt::format(
+        "lock '{}': cannot tell whether it is held: no holder is named, but only {} of {} "
+        "quorum members have been up for the TTL ({}), {} for less{} {}",
+        name, doubt.old, n, format_duration(min_uptime), doubt.young,
+        doubt.old + doubt.young < n
+            ? fmt::format(", {} did not answer", n - doubt.old - doubt.young)
+            : std::string(),
+        restarted);
+  } else if (doubt.young > 0) {
+    what = fmt::format(
+        "lock '{}': cannot tell whether it is held: holder {} is on {} of {} quorum members; "
+        "{} of the others {} been up for less than the TTL ({}) and may have lost it in a "
+        "restart",
+        name, doubt.holder, doubt.on, n, doubt.young, doubt.young == 1 ? "has" : "have",
+        format_duration(min_uptime));
+  } else {
+    return too_few(fmt::format("lock '{}': cannot tell whether it is held: holder {} is on {}",
+                               name, doubt.holder, doubt.on),
+                   replies);
   }
   return Error{Error::Code::unreachable,
-               fmt::format("{} of {} quorum members: a majority is {}; {}", what, replies.size(),
-                           lock::majority(replies.size()), fmt::join(problems, "; ")),
+               fmt::format("{}: a majority is {}{}", what, lock::majority(n), problems_of(replies)),
                redis::ServerError::none};
 }
 
@@ -845,7 +888,11 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
     case lock::Operation::force:
       return release(name, call, deadline);
     case lock::Operation::status: {
-      auto batch = send(name, call, deadline);
+      // Each member says how long it has been up: one restarted within the
+      // TTL may have lost the holder with its data, so its "free" is no
+      // evidence (the delayed restart, as for a grant).
+      const Millis ttl = lock::status_ttl(call);
+      auto batch = send(name, lock::status_call(ttl, true), deadline);
       auto replies =
           gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
       if (!replies) return std::unexpected(replies.error());
@@ -853,12 +900,11 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
       if (const std::size_t n = members_answering(*replies); n < lock::majority(m_members.size()))
         return std::unexpected(
             too_few(fmt::format("lock '{}': only {} answered", name, n), *replies));
-      // Neither "held" nor "free": the members out of reach decide.
-      if (const auto doubt = lock::holder_in_doubt(*replies))
-        return std::unexpected(
-            too_few(fmt::format("lock '{}': cannot tell whether it is held: holder {} is on {}",
-                                name, doubt->holder, doubt->on),
-                    *replies));
+      // Neither "held" nor "free": the members out of reach, or too young,
+      // decide.
+      const Millis min_uptime = lock::status_min_uptime(*replies, ttl);
+      if (const auto doubt = lock::holder_in_doubt(*replies, min_uptime))
+        return std::unexpected(in_doubt(name, *doubt, min_uptime, *replies));
       return Outcome{lock::combine_status(member_names(), *replies), std::nullopt};
     }
     case lock::Operation::raise:
@@ -918,11 +964,20 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   auto batch = std::make_shared<Batch>(m_members.size());
   for (std::size_t k = 0; k < m_members.size(); ++k) {
     batch->jobs[k] = post(k, [batch, k, call](Backend& backend) {
+      // How long it has been up first: one restarted within the TTL may
+      // have lost locks with its data, which its listing cannot show. (The
+      // name only routes the question: no key is read.)
+      std::optional<std::int64_t> uptime;
+      if (auto up =
+              backend.run("uptime", lock::uptime_call(), Clock::now() + backend.command_timeout());
+          up && up->reply.type == redis::Reply::Type::integer)
+        uptime = up->reply.integer;
       auto listed = backend.run_on_every_lock(call);
       MemberReply m;
       m.state = listed ? MemberReply::State::replied : MemberReply::State::failed;
       if (!listed) m.problem = listed.error().message;
       std::lock_guard lock(batch->mutex);
+      batch->uptimes[k] = uptime;
       batch->lists[k] = std::move(listed);
       batch->replies[k] = std::move(m);
       signal_eventfd(batch->ready);
@@ -971,11 +1026,49 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   }
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(too_few(fmt::format("only {} listed their locks", answered), *replies));
+  // Members up for less than the TTL (the longest any record asks for, or
+  // the caller's) may have lost locks in a restart: their listing cannot
+  // count toward "free", as in status NAME.
+  Millis min_uptime = lock::status_ttl(call);
+  for (const auto& [name, members] : locks)
+    min_uptime = lock::status_min_uptime(members, min_uptime);
+  std::vector<std::size_t> young;
+  {
+    std::lock_guard lock(batch->mutex);
+    for (std::size_t k = 0; k < m_members.size(); ++k)
+      if ((*replies)[k].state == MemberReply::State::replied && batch->uptimes[k] &&
+          *batch->uptimes[k] < min_uptime.count())
+        young.push_back(k);
+  }
+  if (answered - young.size() < lock::majority(m_members.size())) {
+    const std::size_t n = m_members.size();
+    return std::unexpected(Error{
+        Error::Code::unreachable,
+        fmt::format("only {} of {} quorum members have been up for the TTL ({}), {} for less{}: "
+                    "a majority is {} (a member restarted more recently may have lost locks it "
+                    "held){}",
+                    answered - young.size(), n, format_duration(min_uptime), young.size(),
+                    answered < n ? fmt::format(", {} did not answer", n - answered) : "",
+                    lock::majority(n), problems_of(*replies)),
+        redis::ServerError::none});
+  }
   // Merged here, from every member's whole listing: a lock's members'
   // replies are needed together.
   const auto names = member_names();
   for (auto& [name, members] : locks)
     if (auto taken = sink(name, lock::combine_status(names, members)); !taken) return taken;
+  if (gaps) {
+    std::lock_guard lock(batch->mutex);
+    for (const std::size_t k : young)
+      (*gaps)(Error{
+          Error::Code::unreachable,
+          fmt::format("listing incomplete: quorum member {} has been up for {}, less "
+                      "than the TTL ({}): a lock it lost in a restart shows without "
+                      "the holders the others cannot confirm",
+                      m_members[k]->model().describe(), format_duration(Millis(*batch->uptimes[k])),
+                      format_duration(min_uptime)),
+          redis::ServerError::none});
+  }
   if (gaps && answered < m_members.size()) {
     std::lock_guard lock(batch->mutex);
     for (std::size_t k = 0; k < m_members.size(); ++k) {

@@ -10,11 +10,19 @@ Action register_status(CLI::App& command, Context& context) {
   // (CLI11 would read `[a,b]` as two names) and leaves them in operands.
   auto help_only = std::make_shared<std::vector<std::string>>();
   sub->add_option("name", *help_only, "Lock names (default: every lock under the prefix)");
-  return [&context, help_only]() -> int {
+  auto ttl_text = std::make_shared<std::optional<std::string>>();
+  sub->add_option("-t,--ttl", *ttl_text,
+                  "Quorum: the TTL the locks are taken with; a member up for less cannot "
+                  "vouch that a lock is free (default 30s)");
+  return [&context, help_only, ttl_text]() -> int {
     output::end_quietly_on_broken_pipe();
     const std::vector<std::string>* names = &context.operands;
     for (const auto& name : *names)
       if (auto ok = lock::validate_name(name); !ok) return report(ok.error());
+    auto ttl = parse_duration(ttl_text->value_or("30s"));
+    if (!ttl) return report(Error{Error::Code::usage, "--ttl: " + ttl.error().message});
+    if (*ttl < Millis(100))
+      return report(Error{Error::Code::usage, "--ttl must be at least 100ms"});
     auto client = context.client();
     if (!client) return report(client.error());
     if (names->empty()) {
@@ -22,7 +30,7 @@ Action register_status(CLI::App& command, Context& context) {
       // others hold, one line per shard left out says the listing is
       // incomplete, and the exit status too (never 0 for a partial list).
       std::vector<Error> gaps;
-      auto views = client->list([&gaps](Error why) { gaps.push_back(std::move(why)); });
+      auto views = client->list([&gaps](Error why) { gaps.push_back(std::move(why)); }, *ttl);
       if (!views) return report(views.error());
       std::vector<std::string> unlisted;
       unlisted.reserve(gaps.size());
@@ -40,7 +48,7 @@ Action register_status(CLI::App& command, Context& context) {
     bool all_held = true;
     std::vector<lock::LockView> views;
     for (const auto& name : *names) {
-      auto view = client->status(name);
+      auto view = client->status(name, *ttl);
       if (!view) return report(view.error());
       all_held = all_held && !view->holders.empty();
       views.push_back(std::move(*view));

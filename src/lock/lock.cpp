@@ -307,8 +307,8 @@ Result<std::vector<HolderView>> LockClient::force_release(const std::string& nam
   return decode_force(outcome->reply);
 }
 
-Result<LockView> LockClient::status(const std::string& name) {
-  auto outcome = run(name, status_call());
+Result<LockView> LockClient::status(const std::string& name, Millis ttl) {
+  auto outcome = run(name, status_call(ttl));
   if (!outcome) return std::unexpected(outcome.error());
   return decode_status(name, outcome->reply);
 }
@@ -341,13 +341,13 @@ void sort_by_name(Listing& views) {
               views.end());
 }
 
-Result<Listing> LockClient::list(const backend::GapSink& gaps) {
+Result<Listing> LockClient::list(const backend::GapSink& gaps, Millis ttl) {
   // Each reply becomes a view as soon as it is read: a listing of 100000
   // locks never holds all their replies, whose trees took twice the views'
   // memory (and the page faults that come with it).
   Listing views;
   auto listed = m_backend->for_every_reachable_lock(
-      status_call(),
+      status_call(ttl),
       [&views](std::string name, const redis::Reply& reply) -> Result<void> {
         // A lock whose keys cannot be read (a foreign key at its name, a
         // malformed record) is listed as broken, and the listing goes on.

@@ -69,12 +69,15 @@ class LockClient {
   Result<std::vector<HolderView>> force_release(const std::string& name,
                                                 const std::string& holder_id, const Identity& by);
 
-  Result<LockView> status(const std::string& name);
+  /// `ttl`: the TTL the lock is taken with, which a quorum member must have
+  /// been up for before its word that nobody holds it counts (the longest
+  /// TTL a member's record asks for counts too).
+  Result<LockView> status(const std::string& name, Millis ttl = Request{}.ttl);
   /// Every live lock under the prefix, sorted by name. With `gaps`, a part
   /// of the deployment that stays out of reach (a Cluster shard) is handed
   /// to it and the listing holds what the rest holds
   /// (Backend::for_every_reachable_lock); without, it is an error.
-  Result<Listing> list(const backend::GapSink& gaps = {});
+  Result<Listing> list(const backend::GapSink& gaps = {}, Millis ttl = Request{}.ttl);
 
   backend::Backend& backend() { return *m_backend; }
 

@@ -127,8 +127,22 @@ Result<std::vector<HolderView>> decode_force(const redis::Reply& reply) {
   return evicted;
 }
 
-Call status_call() {
-  return Call{{"status"}, std::nullopt};
+Call status_call(std::optional<Millis> ttl, bool with_uptime) {
+  // ARGV: op [uptime ('1' or '0') [ttl_ms]]
+  if (!ttl && !with_uptime) return Call{{"status"}, std::nullopt};
+  return Call{
+      {"status", with_uptime ? "1" : "0", std::to_string(ttl.value_or(Request{}.ttl).count())},
+      std::nullopt};
+}
+
+Millis status_ttl(const Call& call) {
+  if (operation_of(call) != Operation::status || call.args.size() < 3) return Request{}.ttl;
+  const auto ms = std::strtoll(call.args[2].c_str(), nullptr, 10);
+  return ms > 0 ? Millis(ms) : Request{}.ttl;
+}
+
+Call uptime_call() {
+  return Call{{"uptime"}, std::nullopt};
 }
 
 Result<LockView> decode_status(const std::string& name, const redis::Reply& reply) {
@@ -409,11 +423,46 @@ Votes count_holders(const std::vector<MemberReply>& members) {
 
 }  // namespace
 
-std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members) {
+Millis status_min_uptime(const std::vector<MemberReply>& members, Millis at_least) {
+  Millis longest = at_least;
+  for (const auto& m : members) {
+    if (!usable_status(m)) continue;
+    const auto& h = m.reply.elements[3].elements;
+    for (std::size_t j = 0; j + 2 < h.size(); j += 3)
+      longest = std::max(longest, Millis(parse_record(h[j + 2].str).ttl_ms));
+  }
+  return longest;
+}
+
+std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, Millis min_uptime) {
   const Votes v = count_holders(members);
   const std::size_t need = majority(members.size());
-  for (const auto& [id, n] : v.counts)
-    if (n < need && n + v.unusable >= need) return InDoubt{id, n};
+  // A member whose reply has no uptime (not asked for) counts as old.
+  std::vector<bool> young(members.size(), false);
+  std::size_t n_young = 0;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (!usable_status(members[k]) || members[k].reply.elements.size() < 7) continue;
+    const auto uptime = integer_of(members[k].reply.elements[6]);
+    if (uptime && *uptime < min_uptime.count()) {
+      young[k] = true;
+      ++n_young;
+    }
+  }
+  const std::size_t old = members.size() - v.unusable - n_young;
+  bool agreed = false;
+  for (const auto& [id, n] : v.counts) {
+    if (n >= need) {
+      agreed = true;
+      continue;
+    }
+    // A young member that does not name it may have lost it in a restart.
+    std::size_t silent_young = 0;
+    for (std::size_t k = 0; k < members.size(); ++k)
+      if (young[k] && !std::binary_search(v.holders[k].begin(), v.holders[k].end(), id))
+        ++silent_young;
+    if (n + v.unusable + silent_young >= need) return InDoubt{id, n, n_young, old};
+  }
+  if (!agreed && old < need) return InDoubt{"", 0, n_young, old};
   return std::nullopt;
 }
 

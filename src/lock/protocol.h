@@ -54,7 +54,16 @@ Result<void> decode_release(const std::string& name, const redis::Reply& reply);
 Call force_call(const std::string& holder_id, const Identity& by, const std::string& acl_user);
 Result<std::vector<HolderView>> decode_force(const redis::Reply& reply);
 
-Call status_call();
+/// `ttl`: the TTL the lock is taken with (a quorum reads it, status_ttl;
+/// the script ignores it). With `with_uptime`, the reply has the server's
+/// uptime (ms, whole seconds) as a 7th element: a quorum member's word that
+/// nobody holds the lock counts only once it has been up for the TTL.
+Call status_call(std::optional<Millis> ttl = std::nullopt, bool with_uptime = false);
+/// The TTL a status call carries (the default TTL if none).
+Millis status_ttl(const Call& call);
+/// The server's uptime in ms (its INFO, whole seconds): what a quorum
+/// listing asks each member once.
+Call uptime_call();
 Result<LockView> decode_status(const std::string& name, const redis::Reply& reply);
 
 // --- A quorum of independent deployments (Redlock) ---------------------------
@@ -157,13 +166,23 @@ std::string without_member_name(std::string_view problem, std::string_view name)
 /// A status reply for a lock a member has no keys for.
 redis::Reply empty_status();
 
-/// A holder that the members out of reach could make a majority holder or
-/// not (on fewer than a majority of the members that answered, but on a
-/// majority with the others): whether the lock is held cannot be told.
+/// How long a member must have been up before its word that the lock has
+/// no holder counts, as for a grant (the delayed restart: it may have lost
+/// the holder with its data): the longest TTL that any member's record of
+/// the lock asks for, and `at_least` (the default TTL).
+Millis status_min_uptime(const std::vector<MemberReply>& members, Millis at_least);
+
+/// Whether the members' status replies (status_call(true)) cannot tell
+/// whether the lock is held, and why: a holder named by fewer than a
+/// majority that the members out of reach, or younger than `min_uptime`
+/// and not naming it, could make a majority holder; or no holder named by
+/// a majority while fewer than a majority are old enough to say free.
 struct InDoubt {
-  std::string holder;  ///< its id
-  std::size_t on = 0;  ///< members that answered and name it
+  std::string holder;     ///< its id; empty: the members are too young to tell
+  std::size_t on = 0;     ///< members that answered and name it
+  std::size_t young = 0;  ///< members up for less than min_uptime
+  std::size_t old = 0;    ///< members that answered and are old enough
 };
-std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members);
+std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, Millis min_uptime);
 
 }  // namespace rlock::lock

@@ -73,6 +73,7 @@ Record parse_record(std::string_view text) {
   record.fence = std::max<std::int64_t>(0, to_int(parts[0]));
   record.since_ms = time_ms(to_int(parts[1]));
   record.mode = std::string(parts[2]);
+  record.ttl_ms = std::max<std::int64_t>(0, to_int(parts[3]));
   record.who = parse_identity(text);
   return record;
 }

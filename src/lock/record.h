@@ -40,6 +40,7 @@ struct Record {
   std::int64_t fence = 0;
   std::int64_t since_ms = 0;
   std::string mode;
+  std::int64_t ttl_ms = 0;  ///< the TTL the holder asked for
   Identity who;
 };
 Record parse_record(std::string_view text);

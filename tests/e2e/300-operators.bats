@@ -50,6 +50,16 @@ EOF
   assert_equal "$(json 'd["locks"]')" '[]'
 }
 
+@test "status --ttl: accepted on one server (it only matters to a quorum), checked like any duration" {
+  rl 0 status -t 5s
+  rl 1 status --ttl 1m free-one
+  rl 64 status -t soon free-one
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "--ttl: invalid duration 'soon'"
+  rl 64 status -t 10ms
+  assert_stderr --partial "--ttl must be at least 100ms"
+}
+
 @test "status: lists 3000 locks as text, one row each, sorted by name" {
   make_locks bulk: 3000
   rl 0 --prefix bulk: status

@@ -30,11 +30,11 @@ teardown() {
   local n
   n="$(q_holding q1)"
   ((n >= 3)) || fail "the lock is on $n members"
-  rl 0 status q1
+  rl 0 status -t "$Q_TTL" q1
   rl 75 acquire q1 -n -t "$Q_TTL"
   rl 0 release q1 --token "$token"
   assert_equal "$(q_holding q1)" 0
-  rl 1 status q1
+  rl 1 status -t "$Q_TTL" q1
 }
 
 @test "quorum: several --url options are a quorum too" {
@@ -45,7 +45,7 @@ teardown() {
   n="$(q_holding q2)"
   ((n >= 3)) || fail "the lock is on $n members"
   # One of them alone sees it held.
-  RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0" rl 0,1 status q2
+  RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0" rl 0,1 status -t "$Q_TTL" q2
 }
 
 @test "quorum: a frozen member does not slow acquire down to its timeout" {
@@ -110,7 +110,7 @@ teardown() {
     fence="$(json 'd["fence"]')"
     local token
     token="$(json 'd["token"]')"
-    rl 0 status late --json
+    rl 0 status -t "$Q_TTL" late --json
     assert_equal "$(json 'd["holders"][0]["fence"]')" "$fence"
     # Every member that shows the holder shows its fence as the counter.
     assert_equal "$(json '",".join(sorted({str(m["fence"]) for m in d["members"] if m["holders"]}))')" "$fence"
@@ -121,11 +121,11 @@ teardown() {
 @test "quorum: status NAME names every member and marks the dead one" {
   q_kill 5
   rl 0 acquire q5 -t "$Q_TTL"
-  rl 0 status q5
+  rl 0 status -t "$Q_TTL" q5
   local k
   for ((k = 1; k <= Q_N; k++)); do assert_output --partial "127.0.0.1:$(q_port "$k")"; done
   assert_output --regexp "unreachable +redis://127\.0\.0\.1:$(q_port 5)/0"
-  rl 0 status q5 --json
+  rl 0 status -t "$Q_TTL" q5 --json
   run "$PYTHON" -c '
 import json, sys
 v = json.loads(sys.argv[1])
@@ -136,7 +136,7 @@ assert states.count("ok") >= 3, states
 print(v["members"][4]["error"])' "$output"
   assert_success
   # The listing too shows the lock, and says which member it left out.
-  rl 69 status
+  rl 69 status -t "$Q_TTL"
   assert_output --partial q5
   assert_stderr --partial "quorum member redis://127.0.0.1:$(q_port 5)/0 left out"
 }
@@ -145,7 +145,7 @@ print(v["members"][4]["error"])' "$output"
   q_freeze 3
   q_freeze 4
   q_freeze 5
-  RL_TIMEOUT=20 rl 69 status --connect-timeout 1s
+  RL_TIMEOUT=20 rl 69 status -t "$Q_TTL" --connect-timeout 1s
   local k
   for k in 3 4 5; do
     assert_stderr --partial "redis://127.0.0.1:$(q_port "$k")/0: "
@@ -256,12 +256,14 @@ print(v["members"][4]["error"])' "$output"
 }
 
 @test "quorum: status lists a lock one member holds alone, and release --force clears every member" {
+  # Members up for less than the locks' 10 s TTL could not vouch for "free".
+  q_wait_uptime 10
   RLOCK_URL="redis://127.0.0.1:$(q_port 2)/0" rl 0 acquire lone -t 10s
   rl 0 acquire both -t 10s
-  rl 0 status
+  rl 0 status -t "$Q_TTL"
   assert_output --partial lone
   assert_output --partial both
-  rl 1 status lone
+  rl 1 status -t "$Q_TTL" lone
   assert_output --regexp "disagrees +redis://127\.0\.0\.1:$(q_port 2)/0"
   rl 0 release lone --force
   rl 0 release both --force
@@ -290,7 +292,7 @@ print(v["members"][4]["error"])' "$output"
   # Member 1 has a record of its own now (a fence and an age of its own):
   # status shows the holder as most members have it, with the command's
   # fence.
-  rl 0 status q11 --json
+  rl 0 status -t "$Q_TTL" q11 --json
   assert_equal "$(json 'd["holders"][0]["fence"]')" "$(<"$BATS_TEST_TMPDIR/fence")"
   bg_wait holder 0 10
   # The last member, whose answer usually comes after the majority's, was
@@ -368,11 +370,11 @@ print(v["members"][4]["error"])' "$output"
   q_kill 3
   q_kill 4
   q_kill 5
-  rl 69 status mq
+  rl 69 status -t "$Q_TTL" mq
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --partial "only 2 answered of 5 quorum members"
   assert_stderr --partial "127.0.0.1:$(q_port 4)/0"
-  rl 69 status mq --json
+  rl 69 status -t "$Q_TTL" mq --json
   rl 69 release mq --force
   assert_stderr --partial "the forced release was answered by only 2 of 5"
 }
@@ -393,21 +395,57 @@ print(v["members"][4]["error"])' "$output"
   qcli 5 FLUSHALL >/dev/null
   rl 0 acquire sure -t 10s
   q_kill 2
-  rl 69 status dq2
+  rl 69 status -t "$Q_TTL" dq2
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --partial "lock 'dq2': cannot tell whether it is held: holder"
   assert_stderr --partial "is on 2 of 5 quorum members"
   assert_stderr --partial "127.0.0.1:$(q_port 2)/0"
   # A lock the live members can answer for is told as before.
-  rl 0 status sure
+  rl 0 status -t "$Q_TTL" sure
   # The listing shows what the others hold and names the member left out.
-  rl 69 status
+  rl 69 status -t "$Q_TTL"
   assert_output --partial dq2
   assert_output --partial sure
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --partial "listing incomplete: quorum member redis://127.0.0.1:$(q_port 2)/0 left out"
-  rl 69 status --json
+  rl 69 status -t "$Q_TTL" --json
   assert_equal "$(json 'len(d["unlisted"])')" 1
+}
+
+@test "quorum: a member restarted within the TTL cannot vouch that a lock is free: status NAME and the listing cannot tell (69)" {
+  # The probe's case: held on members 1-3 (4 and 5 frozen while it was
+  # taken, so their grants were given back), then 3 restarts empty. 1 and 2
+  # name the holder, 3, 4 and 5 do not: "free" (exit 1) was false, acquire
+  # refused it as busy at the same moment.
+  q_wait_uptime 6
+  q_freeze 4
+  q_freeze 5
+  rl 0 acquire restarted -t 5s
+  q_thaw 4
+  q_thaw 5
+  rl 0 acquire other -t 5s
+  q_restart 3
+  rl 69 status -t 5s restarted
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "lock 'restarted': cannot tell whether it is held: holder"
+  assert_stderr --partial "is on 2 of 5 quorum members; 1 of the others has been up for less than the TTL (5s)"
+  rl 75 acquire restarted -n -t 5s
+  # A lock a majority holds is told as before, young member or not.
+  rl 0 status -t 5s other
+  # The listing shows what it can and says which member is too young.
+  rl 69 status -t 5s
+  assert_output --partial restarted
+  assert_output --partial other
+  assert_stderr --partial "listing incomplete: quorum member redis://127.0.0.1:$(q_port 3)/0 has been up for"
+  assert_stderr --partial "less than the TTL (5s)"
+  # Nobody named, two members out of reach and one too young: the two old
+  # ones are no majority, so no "free" either.
+  q_freeze 1
+  q_freeze 2
+  rl 69 status -t 5s nobody
+  q_thaw 1
+  q_thaw 2
+  assert_stderr --partial "cannot tell whether it is held: no holder is named, but only 2 of 5 quorum members have been up for the TTL (5s), 1 for less, 2 did not answer"
 }
 
 @test "quorum: a counting semaphore is refused before anything is sent (members cannot bound the total)" {
@@ -436,7 +474,7 @@ print(v["members"][4]["error"])' "$output"
 
   rl 69 run young -w 1s -t 1h -- true
   assert_stderr --partial "only 0 of 5 quorum members"
-  rl 1 status young
+  rl 1 status -t "$Q_TTL" young
   local k
   for ((k = 1; k <= Q_N; k++)); do assert_equal "$(qcli "$k" DBSIZE)" 0; done
   # Two members old enough, three restarted: the count is of every member

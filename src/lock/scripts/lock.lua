@@ -58,6 +58,18 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 
+-- This server's uptime in ms, from whole seconds rounded down: a server
+-- that says 2 has been up at least 2 s, so a younger one never counts as
+-- old enough.
+local function uptime_ms()
+  local info = redis.call('INFO', 'server')
+  return tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0') * 1000
+end
+
+-- uptime -> this server's uptime_ms(): a quorum listing asks each member
+-- whether it may have lost locks to a restart (keys and time unused).
+if op == 'uptime' then return uptime_ms() end
+
 -- Every key but the fencing counter expires by itself no earlier than the
 -- last lease it records, so a crashed holder or waiter leaves nothing
 -- behind. Every run that may create a key gives it an expiry in the same
@@ -541,10 +553,7 @@ local function acquire()
   local enqueue, lease = ARGV[7] == '1', tonumber(ARGV[8])
   local min_uptime = tonumber(ARGV[9] or '0') or 0
   if min_uptime > 0 then
-    -- Whole seconds, rounded down: a server that says 2 has been up at
-    -- least 2 s, so the check never counts a younger one as old enough.
-    local info = redis.call('INFO', 'server')
-    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0') * 1000
+    local uptime = uptime_ms()
     if uptime < min_uptime then return { -2, uptime } end
   end
   local set = mode == 'shared' and S or H
@@ -733,11 +742,13 @@ local function force()
   return evicted
 end
 
--- status -> {now, limit, last_fence, holders, waiters, audit}; read-only, so
--- it also works on a replica. holders: {id, ttl_ms, record, ...}; waiters in
--- queue order: {id, lease_ms, record, ...}; audit: the audit key as stored.
--- A limit or counter that is not a number (a foreign write) reads as 1 or
--- 0, so that the reply keeps its shape.
+-- status [UPTIME] -> {now, limit, last_fence, holders, waiters, audit}, and
+-- with UPTIME ('1') this server's uptime_ms() after them (a quorum member's
+-- word that nobody holds the lock counts only once it has been up for the
+-- TTL); read-only, so it also works on a replica. holders: {id, ttl_ms,
+-- record, ...}; waiters in queue order: {id, lease_ms, record, ...}; audit:
+-- the audit key as stored. A limit or counter that is not a number (a
+-- foreign write) reads as 1 or 0, so that the reply keeps its shape.
 local function status()
   local holders = {}
   for _, key in ipairs({ H, S }) do
@@ -757,8 +768,10 @@ local function status()
       table.insert(waiters, redis.call('HGET', I, hash) or '')
     end
   end
-  return { now, limit_of() or 1, tonumber(redis.call('GET', F) or '0') or 0, holders, waiters,
-    redis.call('GET', A) or '' }
+  local reply = { now, limit_of() or 1, tonumber(redis.call('GET', F) or '0') or 0, holders,
+    waiters, redis.call('GET', A) or '' }
+  if ARGV[2] == '1' then table.insert(reply, uptime_ms()) end
+  return reply
 end
 
 -- raise FENCE [TOKEN] -> the fence counter afterwards: max(counter, FENCE).

@@ -1,5 +1,6 @@
 // The quorum arithmetic of the lock protocol (Redlock), without a server.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "lock/protocol.h"
@@ -214,24 +215,70 @@ TEST(Quorum, StatusWithoutAMajorityHolderIsFree) {
   EXPECT_EQ(view->members[1].state, "ok");
 }
 
+constexpr Millis k_ttl{30000};
+
 TEST(Quorum, AHolderTheMembersOutOfReachCouldMakeAMajorityIsInDoubt) {
   const auto on = [](const char* id) { return replied(status_reply(1, {id})); };
   const auto none = [] { return replied(empty_status()); };
   // On one of three, one out of reach: it may be on two.
-  auto doubt = holder_in_doubt({on("aaaa"), none(), failed()});
+  auto doubt = holder_in_doubt({on("aaaa"), none(), failed()}, k_ttl);
   ASSERT_TRUE(doubt.has_value());
   EXPECT_EQ(doubt->holder, "aaaa");
   EXPECT_EQ(doubt->on, 1u);
   // On two of five, one out of reach, one not answered yet.
-  doubt = holder_in_doubt({on("aaaa"), failed(), on("aaaa"), none(), none()});
+  doubt = holder_in_doubt({on("aaaa"), failed(), on("aaaa"), none(), none()}, k_ttl);
   ASSERT_TRUE(doubt.has_value());
   EXPECT_EQ(doubt->on, 2u);
-  EXPECT_TRUE(holder_in_doubt({on("aaaa"), pending(), on("aaaa"), none(), none()}).has_value());
+  EXPECT_TRUE(
+      holder_in_doubt({on("aaaa"), pending(), on("aaaa"), none(), none()}, k_ttl).has_value());
   // Held by a majority, or on too few to be one with every member: told.
-  EXPECT_FALSE(holder_in_doubt({on("aaaa"), on("aaaa"), failed()}).has_value());
-  EXPECT_FALSE(holder_in_doubt({on("aaaa"), failed(), none(), none(), none()}).has_value());
-  EXPECT_FALSE(holder_in_doubt({none(), failed(), none(), none(), none()}).has_value());
-  EXPECT_FALSE(holder_in_doubt({on("aaaa"), none(), none()}).has_value());
+  EXPECT_FALSE(holder_in_doubt({on("aaaa"), on("aaaa"), failed()}, k_ttl).has_value());
+  EXPECT_FALSE(holder_in_doubt({on("aaaa"), failed(), none(), none(), none()}, k_ttl).has_value());
+  EXPECT_FALSE(holder_in_doubt({none(), failed(), none(), none(), none()}, k_ttl).has_value());
+  EXPECT_FALSE(holder_in_doubt({on("aaaa"), none(), none()}, k_ttl).has_value());
+}
+
+/// A member's status reply with its uptime (status_call(true)), holding `id`
+/// (a record asking for `ttl_ms`) or nothing.
+MemberReply aged(std::int64_t uptime_ms, const char* id = nullptr, std::int64_t ttl_ms = 30000) {
+  Reply reply = id ? status_reply(1, {id}) : empty_status();
+  if (id) reply.elements[3].elements[2] = string(fmt::format("1\n0\nexclusive\n{}\n", ttl_ms));
+  reply.elements.push_back(integer(uptime_ms));
+  return replied(std::move(reply));
+}
+
+TEST(Quorum, AMemberUpForLessThanTheTtlCannotSayTheLockIsFree) {
+  // The probe's case: held on two old members, a third restarted empty
+  // (young), two that never had it: "free" was false, the holder is in
+  // doubt.
+  auto doubt = holder_in_doubt(
+      {aged(60000, "aaaa"), aged(60000, "aaaa"), aged(5000), aged(60000), aged(60000)}, k_ttl);
+  ASSERT_TRUE(doubt.has_value());
+  EXPECT_EQ(doubt->holder, "aaaa");
+  EXPECT_EQ(doubt->on, 2u);
+  EXPECT_EQ(doubt->young, 1u);
+  // Nobody named, two out of reach, one young: only two old members say
+  // free, not a majority.
+  doubt = holder_in_doubt({aged(5000), failed(), aged(60000), failed(), aged(60000)}, k_ttl);
+  ASSERT_TRUE(doubt.has_value());
+  EXPECT_EQ(doubt->holder, "");
+  EXPECT_EQ(doubt->old, 2u);
+  EXPECT_EQ(doubt->young, 1u);
+  // Old enough members decide as before: free, or held by a majority (a
+  // young member that names the holder took it again after its restart).
+  EXPECT_FALSE(holder_in_doubt({aged(5000), aged(60000), aged(60000), aged(60000), failed()}, k_ttl)
+                   .has_value());
+  EXPECT_FALSE(holder_in_doubt({aged(5000, "aaaa"), aged(60000, "aaaa"), aged(60000, "aaaa"),
+                                aged(5000), aged(60000)},
+                               k_ttl)
+                   .has_value());
+  // Young is measured against the longest TTL a record asks for.
+  const std::vector<MemberReply> long_ttl = {aged(120000, "aaaa", 600000),
+                                             aged(120000, "aaaa", 600000), aged(120000),
+                                             aged(700000), aged(700000)};
+  EXPECT_EQ(status_min_uptime(long_ttl, k_ttl), Millis(600000));
+  EXPECT_TRUE(holder_in_doubt(long_ttl, status_min_uptime(long_ttl, k_ttl)).has_value());
+  EXPECT_FALSE(holder_in_doubt(long_ttl, k_ttl).has_value());
 }
 
 TEST(Quorum, ForceListsEachEvictedHolderOnce) {
