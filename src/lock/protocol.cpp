@@ -56,6 +56,12 @@ Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply
     const auto limit = [](long long n) {
       return fmt::format("--limit {}{}", n, n == 1 ? " (the default)" : "");
     };
+    // A shared lock has no limit of its own: the conflict is its mode.
+    if (request.shared)
+      return fail(Error::Code::usage,
+                  fmt::format("lock '{}' is a semaphore (--limit {}), which cannot be taken "
+                              "--shared; every user of a lock must take it the same way",
+                              request.name, *second));
     return fail(Error::Code::usage,
                 fmt::format("lock '{}' is used with {}, not {}; every user of a lock must give "
                             "the same limit",

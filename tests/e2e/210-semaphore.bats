@@ -83,6 +83,9 @@ max_inside() {
   # The default limit is 1, and a plain lock says so too.
   rl_usage_error acquire mismatch -n
   assert_stderr "rlock: error: lock 'mismatch' is used with --limit 3, not --limit 1 (the default); every user of a lock must give the same limit"
+  # A shared taker gave no limit: its conflict is the mode, said so.
+  rl_usage_error acquire mismatch -s -n
+  assert_stderr "rlock: error: lock 'mismatch' is a semaphore (--limit 3), which cannot be taken --shared; every user of a lock must take it the same way"
   rl 0 status mismatch --json
   assert_equal "$(json 'len(d["holders"])')" 1
   assert_equal "$(json 'len(d["waiters"])')" 0
