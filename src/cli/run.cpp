@@ -28,11 +28,6 @@ namespace {
 
 using supervise::Timing;
 
-/// How long a run that lost its lock for want of renewals waits for the
-/// reply to its parting release (see supervise_command): the release is
-/// sent at once, the reply only tells whether the server took it yet.
-constexpr Millis k_parting_release{250};
-
 struct RunOptions {
   LockOptions lock;
   std::vector<std::string> command;
@@ -348,7 +343,7 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
         // that is dead. A release sent now frees it in either order (the
         // renewal finds it gone, or the release follows it); its reply is
         // waited for only briefly, the server may still be out of reach.
-        (void)client.release(name, hold.grant.token, Clock::now() + k_parting_release);
+        (void)client.release(name, hold.grant.token, Clock::now() + lock::k_parting_budget);
         break;
       case supervise::LossCause::not_owner:
         break;  // nothing of ours is left to release

@@ -167,15 +167,14 @@ OnExit(F) -> OnExit<F>;
 
 }  // namespace
 
-void LockClient::leave_queue(const std::string& name, const std::string& token) {
-  // The user asked us to stop: spend at most this long on leaving the queue
-  // (or releasing a grant whose reply the signal cut off). If it fails, the
-  // waiter lease, or the lock's TTL, removes us anyway. The interrupt fd is
-  // still readable, so it must not apply here.
-  constexpr Millis k_leave_budget{1000};
+void LockClient::leave_queue(const std::string& name, const std::string& token, Millis budget) {
+  // Spend at most `budget` on leaving the queue (or releasing a grant whose
+  // reply was cut off). If it fails, the waiter lease, or the lock's TTL,
+  // removes us anyway. After a signal the interrupt fd is still readable,
+  // so it must not apply here.
   const int saved = m_backend->interrupt_fd();
   m_backend->set_interrupt_fd(-1);
-  (void)release(name, token, Clock::now() + k_leave_budget);
+  (void)release(name, token, Clock::now() + budget);
   m_backend->set_interrupt_fd(saved);
 }
 
@@ -212,9 +211,17 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
     if (refused) return std::min(by, refusals_end(outage_since, give_up_at));
     return blocking && wait ? std::min(by, std::max(give_up_at, now + k_min_try)) : by;
   };
-  // Gives up with `error`; an interrupted waiter leaves the queue first.
+  // Gives up with `error`. An interrupted waiter leaves the queue first.
+  // So does one whose try or wait went unanswered (a frozen or cut-off
+  // server): what it sent may still be queued there, and would run when
+  // the server answers again, granting the lock (a whole TTL) or a place in
+  // the queue to a caller that has gone. The release goes out behind it
+  // and undoes it; the reply is waited for only briefly.
   const auto give_up = [&](const Error& error) -> Result<Grant> {
-    if (error.code == Error::Code::interrupted) leave_queue(request.name, *token);
+    if (error.code == Error::Code::interrupted)
+      leave_queue(request.name, *token, k_leave_budget);
+    else if (error.code == Error::Code::unreachable)
+      leave_queue(request.name, *token, k_parting_budget);
     return std::unexpected(error);
   };
   // The try the last wait already made (pipelined behind its BLPOP).
@@ -249,6 +256,9 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
         if (last && last->acquired) return Grant{*token, last->fence};
         if (!last && (last.error().code == Error::Code::interrupted || last.error().decisive))
           return give_up(last.error());
+        // Unanswered, it may still run and grant: undone as in give_up.
+        if (!last && last.error().code == Error::Code::unreachable)
+          leave_queue(request.name, *token, k_parting_budget);
         return fail(Error::Code::busy, fmt::format("timed out after {} waiting for lock '{}'",
                                                    format_duration(*wait), request.name));
       }

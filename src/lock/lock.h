@@ -25,6 +25,12 @@ inline constexpr Millis k_recheck_interval{1000};
 /// It keeps its token, so it keeps its place, or rejoins at the end if the
 /// server lost the queue.
 inline constexpr Millis k_outage_tolerance{30'000};
+/// How long an interrupted waiter spends on leaving the queue.
+inline constexpr Millis k_leave_budget{1000};
+/// How long a caller that gives up because the server did not answer waits
+/// for the reply to its parting release (sent at once; the server may still
+/// be frozen).
+inline constexpr Millis k_parting_budget{250};
 
 /// The views of a listing. A deque: it grows without moving what it holds
 /// or touching twice its size (a vector doubling to 100000 views faulted in
@@ -90,9 +96,9 @@ class LockClient {
   /// acknowledged is given back and reported as unreachable.
   Result<Attempt> settle(const Request& request, const std::string& token, const Call& call,
                          Result<backend::Outcome> outcome);
-  /// An interrupted waiter leaves the queue, briefly and without the
-  /// interrupt fd.
-  void leave_queue(const std::string& name, const std::string& token);
+  /// A waiter that gives up leaves the queue (or gives back a grant whose
+  /// reply it missed), within `budget` and without the interrupt fd.
+  void leave_queue(const std::string& name, const std::string& token, Millis budget);
 
   std::unique_ptr<backend::Backend> m_backend;
 };

@@ -169,3 +169,31 @@ release_client_slot() {
   # the block's answer had the whole command timeout (~6 s in all).
   ((took < 3500)) || fail "took ${took} ms after the freeze"
 }
+
+@test "retry: a caller that gives up on a frozen server leaves no grant behind when it thaws" {
+  # What the caller sent sat in the frozen server's socket and ran when it
+  # thawed: the queued waiter's try, or a -n try, took the lock for the
+  # whole TTL (30 s here) on behalf of a process that had exited 69.
+  rl 0 acquire ghost -t 1500ms
+  bg_rlock waiter acquire ghost -w 2s -t 30s
+  local i pid
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(rcli ZCARD 'rlock:{ghost}:q')" == 1 ]] && break
+    nap 0.02
+  done
+  pid="$(rcli INFO server | tr -d '\r' | sed -n 's/^process_id://p')"
+  [[ -n "$pid" ]] || fail "no process_id from the server"
+  echo "$pid" >"$BATS_TEST_TMPDIR/frozen"
+  kill -STOP "$pid"
+  bg_wait waiter 69 10
+  # A caller that cannot wait, on the same frozen server (the command
+  # timeout, 5 s).
+  rl 69 acquire ghost-n -n -t 30s
+  kill -CONT "$pid"
+  rm "$BATS_TEST_TMPDIR/frozen"
+  # The holder's 1.5 s lease ended during the freeze: both locks are free.
+  rl 1 status ghost
+  rl 1 status ghost-n
+  rl 0 acquire ghost -n -t 5s
+  rl 0 acquire ghost-n -n -t 5s
+}
