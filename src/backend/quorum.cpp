@@ -381,6 +381,9 @@ class QuorumBackend final : public Backend {
                  const std::vector<std::size_t>& to, bool keep_place = false);
   /// The unreachable error naming what the members said.
   Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
+  /// The configuration error when two members' acquire replies come from
+  /// one server (lock::same_server).
+  std::optional<Error> one_server_twice(const std::vector<MemberReply>& replies) const;
   /// "; MEMBER: PROBLEM" for each member that did not reply.
   std::string problems_of(const std::vector<MemberReply>& replies) const;
   /// status NAME when the members cannot tell whether the lock is held.
@@ -613,6 +616,20 @@ std::string QuorumBackend::problems_of(const std::vector<MemberReply>& replies) 
   return problems;
 }
 
+std::optional<Error> QuorumBackend::one_server_twice(
+    const std::vector<MemberReply>& replies) const {
+  const auto pair = lock::same_server(replies);
+  if (!pair) return std::nullopt;
+  return Error{Error::Code::config,
+               fmt::format("quorum members {} and {} are one Redis server (run_id {}), reached "
+                           "two ways: it would vote twice, and its grant alone could make a "
+                           "majority; give each deployment once",
+                           m_members[pair->first]->model().describe(),
+                           m_members[pair->second]->model().describe(),
+                           replies[pair->first].reply.elements.back().str.substr(0, 8)),
+               redis::ServerError::none};
+}
+
 Error QuorumBackend::too_few(const std::string& what,
                              const std::vector<MemberReply>& replies) const {
   return Error{Error::Code::unreachable,
@@ -682,6 +699,10 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     give_back(name, token, everyone);
     return std::unexpected(replies.error());
   }
+  if (auto twice = one_server_twice(*replies)) {
+    give_back(name, token, everyone);
+    return std::unexpected(*twice);
+  }
   auto count = lock::count_acquire(*replies);
   if (count.verdict == lock::Verdict::yes) {
     // A member that is merely slower than the others is given as long
@@ -693,6 +714,10 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     if (!late) {
       give_back(name, token, everyone);
       return std::unexpected(late.error());
+    }
+    if (auto twice = one_server_twice(*late)) {
+      give_back(name, token, everyone);
+      return std::unexpected(*twice);
     }
     count = lock::count_acquire(*late);
     // Raise every granting member's counter to the highest fence any of

@@ -472,6 +472,25 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, 
   return std::nullopt;
 }
 
+std::optional<std::pair<std::size_t, std::size_t>> same_server(
+    const std::vector<MemberReply>& members) {
+  const auto run_id = [](const MemberReply& m) -> std::string_view {
+    if (m.state != MemberReply::State::replied || m.reply.type != redis::Reply::Type::array ||
+        m.reply.elements.size() < 3)
+      return {};
+    const auto& last = m.reply.elements.back();
+    if (last.type != redis::Reply::Type::string || last.str.size() != 40) return {};
+    return last.str;
+  };
+  for (std::size_t a = 0; a < members.size(); ++a) {
+    const auto id = run_id(members[a]);
+    if (id.empty()) continue;
+    for (std::size_t b = a + 1; b < members.size(); ++b)
+      if (run_id(members[b]) == id) return std::pair{a, b};
+  }
+  return std::nullopt;
+}
+
 std::string without_member_name(std::string_view problem, std::string_view name) {
   const auto named_at = [&](std::size_t at) {
     return !name.empty() && problem.substr(at).starts_with(name) &&

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lock/lock_types.h"
@@ -158,6 +159,12 @@ redis::Reply combine_force(const std::vector<MemberReply>& members);
 /// state ok, disagrees (its holders differ) or unreachable.
 redis::Reply combine_status(const std::vector<std::string>& names,
                             const std::vector<MemberReply>& members);
+/// Two members whose acquire replies name the same server (its run_id, the
+/// last element of a quorum acquire's reply): one server reached through
+/// two URLs, which would vote twice. The first such pair, in member order.
+std::optional<std::pair<std::size_t, std::size_t>> same_server(
+    const std::vector<MemberReply>& members);
+
 /// A member's problem as said next to the member's name: without the name
 /// again in front, when the message starts with it ("URL: timed out"), or
 /// after "cannot connect to" ("cannot connect: Connection refused").

@@ -448,6 +448,22 @@ print(v["members"][4]["error"])' "$output"
   assert_stderr --partial "cannot tell whether it is held: no holder is named, but only 2 of 5 quorum members have been up for the TTL (5s), 1 for less, 2 did not answer"
 }
 
+@test "quorum: one server reached through two URLs is refused at the first acquire (78), nothing held" {
+  # Its TCP port and its unix socket: two names the URLs cannot tell apart,
+  # whose two votes made a majority of three on their own.
+  local urls="redis://127.0.0.1:$(q_port 1)/0,unix://$Q_DIR_1/redis.sock,redis://127.0.0.1:$(q_port 2)/0"
+  q_freeze 2
+  RLOCK_URL="$urls" rl 78 acquire twice -t "$Q_TTL"
+  q_thaw 2
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "quorum members redis://127.0.0.1:$(q_port 1)/0 and unix://$Q_DIR_1/redis.sock are one Redis server"
+  assert_equal "$(q_holding twice)" 0
+  RLOCK_URL="$urls" rl 78 run twice -t "$Q_TTL" -- true
+  # The same members once each are fine.
+  RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0,redis://127.0.0.1:$(q_port 3)/0,redis://127.0.0.1:$(q_port 2)/0" \
+    rl 0 acquire twice -t "$Q_TTL"
+}
+
 @test "quorum: a counting semaphore is refused before anything is sent (members cannot bound the total)" {
   rl 64 acquire sem -l 2 -t "$Q_TTL"
   assert_equal "${#stderr_lines[@]}" 1

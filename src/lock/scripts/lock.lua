@@ -61,9 +61,13 @@ local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 -- This server's uptime in ms, from whole seconds rounded down: a server
 -- that says 2 has been up at least 2 s, so a younger one never counts as
 -- old enough.
+local server_info
+local function info_server()
+  if not server_info then server_info = redis.call('INFO', 'server') end
+  return server_info
+end
 local function uptime_ms()
-  local info = redis.call('INFO', 'server')
-  return tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0') * 1000
+  return tonumber(string.match(info_server(), 'uptime_in_seconds:(%d+)') or '0') * 1000
 end
 
 -- uptime -> this server's uptime_ms(): a quorum listing asks each member
@@ -661,7 +665,17 @@ local function acquire()
   return { 0, rank + 1, holder[1], holder[2], now }
 end
 
-if op == 'acquire' then return saved(acquire()) end
+if op == 'acquire' then
+  local reply = acquire()
+  -- A quorum's acquire (MIN_UPTIME given) also names the server that ran
+  -- it (INFO's run_id, last): one server reached through two members' URLs
+  -- (two nodes of one Cluster, a Sentinel group and its master's own URL)
+  -- would vote twice, which the client refuses.
+  if ARGV[9] and type(reply) == 'table' and reply.err == nil then
+    table.insert(reply, string.match(info_server(), 'run_id:(%x+)') or '')
+  end
+  return saved(reply)
+end
 
 -- "len:bytes" netstrings (records may hold any byte), and back; nil when
 -- the text is not netstrings.

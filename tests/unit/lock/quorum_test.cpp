@@ -281,6 +281,29 @@ TEST(Quorum, AMemberUpForLessThanTheTtlCannotSayTheLockIsFree) {
   EXPECT_FALSE(holder_in_doubt(long_ttl, k_ttl).has_value());
 }
 
+TEST(Quorum, TwoMembersThatAreOneServerAreFoundByRunId) {
+  const std::string one(40, 'a'), other(40, 'b');
+  const auto granted = [](const std::string& run_id) {
+    return replied(array({integer(1), integer(7), string(run_id)}));
+  };
+  const auto queued = [](const std::string& run_id) {
+    return replied(
+        array({integer(0), integer(2), string("record"), integer(900), integer(5), string(run_id)}));
+  };
+  // Replies without a run_id (not a quorum's acquire), errors, and pending
+  // members name no server.
+  EXPECT_FALSE(same_server({replied(array({integer(1), integer(7)})),
+                            replied(array({integer(1), integer(7)})), failed(), pending()})
+                   .has_value());
+  EXPECT_FALSE(same_server({granted(one), queued(other), failed()}).has_value());
+  auto pair = same_server({granted(other), failed(), granted(one), queued(one)});
+  ASSERT_TRUE(pair.has_value());
+  EXPECT_EQ(pair->first, 2u);
+  EXPECT_EQ(pair->second, 3u);
+  // A record (a string, not last) is not taken for a run_id.
+  EXPECT_FALSE(same_server({queued(""), queued("")}).has_value());
+}
+
 TEST(Quorum, ForceListsEachEvictedHolderOnce) {
   auto reply = combine_force(
       {replied(array({integer(5), string("aaaa"), string("r")})),
