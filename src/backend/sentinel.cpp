@@ -27,13 +27,19 @@ redis::ConnectOptions within(redis::ConnectOptions options, int interrupt_fd, De
 struct Answer {
   std::optional<std::pair<std::string, int>> address;
   bool unknown = false;
+  /// A server that does not know the SENTINEL command: a Redis data node
+  /// (the URL names it as a Sentinel), its refusal as it said it.
+  std::optional<std::string> not_sentinel;
 };
 
 Result<Answer> ask(redis::Connection& sentinel, const std::string& master, Deadline deadline) {
   const std::vector<std::string> args{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", master};
   auto reply = sentinel.command(args, deadline);
+  if (!reply && reply.error().code == Error::Code::server &&
+      reply.error().message.find("unknown command") != std::string::npos)
+    return Answer{std::nullopt, false, reply.error().message};
   if (!reply) return std::unexpected(reply.error());
-  if (reply->is_nil()) return Answer{std::nullopt, true};
+  if (reply->is_nil()) return Answer{std::nullopt, true, std::nullopt};
   const auto& e = reply->elements;
   if (reply->type != redis::Reply::Type::array || e.size() != 2 || e[0].str.empty())
     return fail(Error::Code::protocol,
@@ -43,7 +49,7 @@ Result<Answer> ask(redis::Connection& sentinel, const std::string& master, Deadl
   if (!port)
     return fail(Error::Code::protocol, fmt::format("{}: the master's port '{}' is not a port",
                                                    sentinel.describe(), e[1].str));
-  return Answer{std::make_pair(e[0].str, static_cast<int>(*port)), false};
+  return Answer{std::make_pair(e[0].str, static_cast<int>(*port)), false, std::nullopt};
 }
 
 /// The first word of ROLE: "master", "slave" or "sentinel".
@@ -64,6 +70,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
   const auto& sentinels = target.sentinels;
   std::vector<std::string> problems;
   std::size_t answered = 0, unknown = 0;
+  std::vector<std::string> not_sentinels;
   std::optional<Error> auth_error;
   for (std::size_t k = 0; k < sentinels.size(); ++k) {
     if (Clock::now() >= deadline) break;
@@ -88,6 +95,10 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
       continue;
     }
     ++answered;
+    if (answer->not_sentinel) {
+      not_sentinels.push_back(sentinel->describe());
+      continue;
+    }
     if (answer->unknown) {
       ++unknown;
       continue;
@@ -131,7 +142,16 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     return std::move(*master);
   }
   discovery.no_sentinel = answered == 0;
-  if (answered > 0 && unknown == answered)
+  // Every server that answered is a data node: the URL is not a Sentinel
+  // URL's, which no retry or failover will change.
+  if (answered > 0 && not_sentinels.size() == answered)
+    return fail(
+        Error::Code::config,
+        fmt::format("{} {} not a Sentinel (it does not know the SENTINEL command): a "
+                    "redis-sentinel:// URL lists the Sentinels (default port 26379), "
+                    "a redis:// URL a server",
+                    fmt::join(not_sentinels, ", "), not_sentinels.size() == 1 ? "is" : "are"));
+  if (answered > 0 && unknown + not_sentinels.size() == answered && unknown > 0)
     return fail(Error::Code::config,
                 fmt::format("no Sentinel knows a master named '{}' ({} of {} asked answered)",
                             target.master_name, answered, sentinels.size()));

@@ -92,6 +92,15 @@ $bad")"
   assert_stderr --partial "cannot read sentinel-password-file (set at $file:1)"
 }
 
+@test "sentinel: a redis-sentinel URL naming a Redis server, not a Sentinel, is a configuration error (78)" {
+  # It was 69 ("no master found through the Sentinels: ERR unknown command
+  # 'SENTINEL'"), as if the Sentinels were out of reach: no retry helps.
+  rl 78 -u "redis-sentinel://127.0.0.1:$REDIS_PORT/0#mymaster" acquire snt -n
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "127.0.0.1:$REDIS_PORT/0 is not a Sentinel (it does not know the SENTINEL command)"
+  rl 78 -u "redis-sentinel://127.0.0.1:$REDIS_PORT/0#mymaster" status snt
+}
+
 @test "cluster: a comma list of hosts in one redis:// URL is one Cluster; no seed reachable is 69 at once" {
   # (430-cluster.bats tests seed lists against a real Cluster.)
   rl 69 -u 'redis://127.0.0.1:1,127.0.0.1:2' status x
