@@ -219,8 +219,8 @@ Result<Url> parse_url(std::string_view text) {
     problem = "it ends with a comma (a list of URLs has a URL after every comma)";
   } else if (split_deployments(text).size() > 1) {
     problem =
-        "a comma list of URLs (a quorum of several deployments) is not supported yet; "
-        "give one URL";
+        "one URL was expected here, not a comma list: give each deployment of a quorum its "
+        "own --url, or the comma list in RLOCK_URL or in the config file's url";
   } else if (scheme == "unix") {
     url.scheme = Url::Scheme::unix_socket;
     problem = parse_unix(rest, url);

@@ -58,10 +58,10 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   assert_stderr --partial "[$RLOCK_URL]"
 }
 
-@test "arguments: a comma in -u says what is not supported yet" {
+@test "arguments: a comma in -u says where a quorum's list goes" {
   rl_usage_error -u "redis://127.0.0.1:1,redis://127.0.0.1:2" status x
   assert_stderr --partial 'comma list'
-  assert_stderr --partial 'not supported yet'
+  assert_stderr --partial 'its own --url, or the comma list in RLOCK_URL'
   refute_stderr --partial 'must be a'
 }
 
