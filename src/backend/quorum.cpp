@@ -684,6 +684,9 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
                             limit, limit));
   const auto started = Clock::now();
   const Millis ttl = lock::requested_ttl(call);
+  // Past the TTL no grant could still be valid (validity = TTL - time
+  // spent): waiting longer for frozen members only delays the answer.
+  if (ttl > Millis(0)) deadline = std::min(deadline, started + ttl);
   const std::string& token = call.args.at(1);
   const bool enqueue = call.args.size() > 6 && call.args[6] == "1";
   std::vector<std::size_t> everyone(m_members.size());
