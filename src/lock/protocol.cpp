@@ -466,7 +466,7 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, 
     for (std::size_t k = 0; k < members.size(); ++k)
       if (young[k] && !std::binary_search(v.holders[k].begin(), v.holders[k].end(), id))
         ++silent_young;
-    if (n + v.unusable + silent_young >= need) return InDoubt{id, n, n_young, old};
+    if (n + v.unusable + silent_young >= need) return InDoubt{id, n, silent_young, old};
   }
   if (!agreed && old < need) return InDoubt{"", 0, n_young, old};
   return std::nullopt;

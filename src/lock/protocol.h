@@ -187,7 +187,7 @@ Millis status_min_uptime(const std::vector<MemberReply>& members, Millis at_leas
 struct InDoubt {
   std::string holder;     ///< its id; empty: the members are too young to tell
   std::size_t on = 0;     ///< members that answered and name it
-  std::size_t young = 0;  ///< members up for less than min_uptime
+  std::size_t young = 0;  ///< members up for less than min_uptime (that do not name it)
   std::size_t old = 0;    ///< members that answered and are old enough
 };
 std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, Millis min_uptime);
