@@ -115,6 +115,18 @@ class Backend {
   /// quorum merging its members' listings).
   Result<std::vector<NamedReply>> run_on_every_lock(const lock::Call& call);
 
+  /// Sends `call` for lock `name` on every connection whose requests were
+  /// given up on (timed out, interrupted), behind them, and waits for
+  /// nothing (redis::Connection::part): a frozen server, or a network cut,
+  /// delivers what was stuck there later, and `call` (a release) then runs
+  /// after it and undoes it. A new connection could not promise that order,
+  /// nor be opened at all while the server is frozen (AUTH, SELECT and TLS
+  /// need its answers). Best effort: by default nothing.
+  virtual void part(const std::string& name, const lock::Call& call) {
+    (void)name;
+    (void)call;
+  }
+
   /// A readable fd that cuts connecting, commands and retry pauses short
   /// with Error::Code::interrupted (-1: none).
   virtual void set_interrupt_fd(int fd) = 0;

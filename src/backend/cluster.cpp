@@ -173,6 +173,13 @@ class ClusterBackend final : public Backend {
   Result<void> for_every_reachable_lock(const lock::Call& call, const LockSink& sink,
                                         const GapSink& gaps) override;
 
+  void part(const std::string& name, const lock::Call& call) override {
+    const auto request = script_request(config::ReplicaPolicy{},
+                                        lock::lock_keys(m_target.prefix, name), call, false);
+    for (auto& [_, conn] : m_connections) (void)conn.part(request, k_part_budget);
+    if (m_dropped) (void)m_dropped->part(request, k_part_budget);
+  }
+
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
     for (auto& [_, conn] : m_connections) conn.set_interrupt_fd(fd);
@@ -210,7 +217,14 @@ class ClusterBackend final : public Backend {
   Result<void> refresh(Deadline deadline);
   /// The connection to `node`, opened (within `deadline`) if needed.
   Result<redis::Connection*> connection(const NodeAddress& node, Deadline deadline);
-  void drop(const NodeAddress& node) { m_connections.erase(node.text()); }
+  /// Forgets the connection to `node`; the last one dropped is kept aside
+  /// for part() (what it was sent may still run when the node thaws).
+  void drop(const NodeAddress& node) {
+    auto it = m_connections.find(node.text());
+    if (it == m_connections.end()) return;
+    if (it->second.has_stale()) m_dropped.emplace(std::move(it->second));
+    m_connections.erase(it);
+  }
   /// What a failed BLPOP on `node` means for the wait (see wait_for_wake):
   /// nothing (ask again) or an error.
   Result<void> wait_failed(const Error& error, const NodeAddress& node, Deadline deadline);
@@ -236,6 +250,7 @@ class ClusterBackend final : public Backend {
   /// Set when a redirection or a failure says the map may be out of date.
   bool m_stale = false;
   std::map<std::string, redis::Connection> m_connections;
+  std::optional<redis::Connection> m_dropped;  // see drop()
   /// Per master (host:port): the most replicas it has been seen with (see
   /// execute()).
   std::map<std::string, int> m_replicas_seen;

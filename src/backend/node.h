@@ -16,6 +16,10 @@
 
 namespace rlock::backend {
 
+/// How long Backend::part may spend writing (into a socket's buffer: at
+/// once, unless the buffer is full).
+inline constexpr Millis k_part_budget{100};
+
 /// lock.lua, run by EVALSHA (EVAL when the cache lost it).
 const redis::Script& lock_script();
 

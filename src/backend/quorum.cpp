@@ -291,6 +291,12 @@ class QuorumBackend final : public Backend {
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
   Result<void> wait_for_wake(const std::string& name, const std::string& token, Millis block,
                              Deadline by) override;
+  void part(const std::string& name, const lock::Call& call) override {
+    // A member whose thread is busy has the stuck request there, and its
+    // own retries; the step-wise connections are the caller's.
+    for (auto& m : m_members)
+      if (m->idle()) m->backend().part(name, call);
+  }
   Result<void> for_every_lock(const lock::Call& call, const LockSink& sink) override {
     return list(call, sink, nullptr);
   }
@@ -372,9 +378,10 @@ class QuorumBackend final : public Backend {
   /// Gathers `batch` further for the members slower than those that
   /// decided: as long again as the operation took since `started` (2 ms at
   /// least), never past `deadline`, so that a frozen member costs at most
-  /// that.
+  /// that. `at_least` replaces the 2 ms where an accurate count matters
+  /// more than a millisecond (a failure being explained).
   Result<std::vector<MemberReply>> hear_slower(Batch& batch, Clock::time_point started,
-                                               Deadline deadline);
+                                               Deadline deadline, Millis at_least = Millis(2));
   /// Releases `token` on the given members without waiting for them; with
   /// `keep_place`, a grant only (a place in a queue stays).
   void give_back(const std::string& name, const std::string& token,
@@ -583,8 +590,8 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
 }
 
 Result<std::vector<MemberReply>> QuorumBackend::hear_slower(Batch& batch, Clock::time_point started,
-                                                            Deadline deadline) {
-  const auto so_far = std::max(Millis(2), std::chrono::ceil<Millis>(Clock::now() - started));
+                                                            Deadline deadline, Millis at_least) {
+  const auto so_far = std::max(at_least, std::chrono::ceil<Millis>(Clock::now() - started));
   return gather(batch, std::min(deadline, Clock::now() + so_far),
                 [](const std::vector<MemberReply>&) { return false; });
 }
@@ -862,11 +869,13 @@ Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& 
   // Decided by the members that failed first (refused connections come
   // back at once): the ones still answering are heard too (as long again),
   // so that the count and the members' reasons say what they did, not
-  // "no answer yet" for a member that extended the lease.
+  // "no answer yet" for a member that extended the lease. At least a
+  // quarter of a second (the renewal has failed anyway): on a loaded
+  // machine the live members took longer than the refusals' millisecond.
   auto heard = std::move(*replies);
   auto final_count = count;
   if (count.pending > 0) {
-    if (auto late = hear_slower(*batch, started, deadline)) {
+    if (auto late = hear_slower(*batch, started, deadline, Millis(250))) {
       heard = std::move(*late);
       final_count = lock::count_renew(heard);
     }

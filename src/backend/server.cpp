@@ -37,6 +37,14 @@ class ServerBackend final : public Backend {
   Stepped finish(const std::string& name, const lock::Call& call,
                  Result<std::vector<redis::Reply>> answer) override;
 
+  void part(const std::string& name, const lock::Call& call) override {
+    if (m_cluster) return m_cluster->part(name, call);
+    const auto request =
+        script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, false);
+    if (m_connection) (void)m_connection->part(request, k_part_budget);
+    if (m_dropped) (void)m_dropped->part(request, k_part_budget);
+  }
+
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
     if (m_connection) m_connection->set_interrupt_fd(fd);
@@ -99,13 +107,19 @@ class ServerBackend final : public Backend {
   bool may_be_cluster() const {
     return !sentinel() && m_target.server.url.scheme != redis::Url::Scheme::unix_socket;
   }
+  /// Forgets the connection; one whose requests were given up on is kept
+  /// aside for part() (a frozen server may still run them).
+  void drop_connection() {
+    if (m_connection && m_connection->has_stale()) m_dropped.emplace(std::move(*m_connection));
+    m_connection.reset();
+  }
   /// Hands every further operation to a Cluster backend seeded from this
   /// server (with the redirection that revealed it, if any).
   void become_cluster(std::optional<Redirect> hint,
                       std::optional<Deadline> load_map_by = std::nullopt) {
     m_cluster = make_cluster_backend(m_target, {m_target.server}, std::move(hint), load_map_by);
     m_cluster->set_interrupt_fd(m_interrupt_fd);
-    m_connection.reset();
+    drop_connection();
   }
   /// Asks the server (INFO cluster) whether it is a Cluster node, once, and
   /// becomes a Cluster backend if it is. A server that refuses INFO (an
@@ -117,6 +131,7 @@ class ServerBackend final : public Backend {
 
   Target m_target;
   std::optional<redis::Connection> m_connection;
+  std::optional<redis::Connection> m_dropped;  // see drop_connection()
   int m_interrupt_fd = -1;
   Discovery m_discovery;
   /// The master of the current connection (its redacted URL), and the most
@@ -144,7 +159,7 @@ Result<void> ServerBackend::probe_cluster(Deadline deadline) {
   if (!reply) {
     const Error& error = reply.error();
     if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted) {
-      m_connection.reset();
+      drop_connection();
       return std::unexpected(error);
     }
     m_not_cluster = true;
@@ -167,7 +182,7 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
   // seconds apart.
   constexpr Millis k_sentinel_recheck{1000};
   if (sentinel() && m_connection && Clock::now() - m_last_used >= k_sentinel_recheck)
-    m_connection.reset();
+    drop_connection();
   m_last_used = Clock::now();
   if (!m_connection) {
     Result<redis::Connection> connected =
@@ -303,7 +318,7 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     // progress: the next try asks the Sentinels where the master is now.
     if (outcome && outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() &&
         sentinel())
-      m_connection.reset();
+      drop_connection();
     if (outcome) return outcome;
     const Error& error = outcome.error();
     // A redirection or CLUSTERDOWN: the server is a Cluster node, and the
@@ -318,7 +333,7 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     // After a transport failure the connection may have a reply in flight:
     // drop it, the next call reconnects.
     if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted)
-      m_connection.reset();
+      drop_connection();
     if (error.code == Error::Code::interrupted) return outcome;
     if (error.code == Error::Code::unreachable && reused && !retried_transport &&
         Clock::now() < deadline) {
@@ -328,7 +343,7 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     // Under Sentinel, a master that cannot be reached or refuses as a
     // replica is a failover to follow; no Sentinel at all is not.
     const bool follow = follow_failover(error) && !m_discovery.no_sentinel;
-    if (follow) m_connection.reset();
+    if (follow) drop_connection();
     const bool transient = error.code == Error::Code::server && redis::is_transient(error.server);
     // A server that kept refusing (in this operation or the ones before:
     // m_refusing) and then did not answer the last try before the deadline
@@ -368,12 +383,12 @@ Result<void> ServerBackend::wait_for_wake(const std::string& name, const std::st
 
 Result<void> ServerBackend::wait_failed(const Error& error) {
   if (error.code == Error::Code::unreachable || error.code == Error::Code::interrupted)
-    m_connection.reset();
+    drop_connection();
   // A master turned replica unblocks its clients (UNBLOCKED) or refuses
   // (READONLY): not an error of the wait, only a reason to ask again, and
   // the next operation finds the master.
   if (server_kind(error, {redis::ServerError::readonly, redis::ServerError::unblocked})) {
-    m_connection.reset();
+    drop_connection();
     return {};
   }
   // The wake list is on another Cluster node: from now on, ask the Cluster.
@@ -410,7 +425,7 @@ Result<std::optional<Outcome>> ServerBackend::wait_then_run(const std::string& n
   // As in run(): fewer acknowledgements than replicas seen may be a
   // failover in progress.
   if (outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() && sentinel())
-    m_connection.reset();
+    drop_connection();
   return std::optional<Outcome>(std::move(*outcome));
 }
 

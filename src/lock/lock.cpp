@@ -172,6 +172,10 @@ void LockClient::leave_queue(const std::string& name, const std::string& token, 
   // reply was cut off). If it fails, the waiter lease, or the lock's TTL,
   // removes us anyway. After a signal the interrupt fd is still readable,
   // so it must not apply here.
+  // First behind what may still be stuck at the server (a frozen one runs
+  // it when it thaws: then the release runs after it), then as a request of
+  // its own, which a server that answers takes at once.
+  m_backend->part(name, release_call(token));
   const int saved = m_backend->interrupt_fd();
   m_backend->set_interrupt_fd(-1);
   (void)release(name, token, Clock::now() + budget);

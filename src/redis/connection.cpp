@@ -49,8 +49,22 @@ struct Connection::Impl {
   std::deque<Expected> expected;
   std::vector<Reply> got;  // of the oldest request, so far
 
+  /// The transport of requests given up on (timed out, interrupted, or
+  /// dropped unanswered), kept open for part(): a frozen server runs what it
+  /// was sent when it thaws, and only a request written behind them on the
+  /// same stream is sure to run after them. Replaced by the next one.
+  std::unique_ptr<Transport> stale;
+
+  /// Closes the transport, keeping it as `stale` if it is connected.
+  void retire() {
+    if (transport && transport->connected())
+      stale = std::move(transport);
+    else
+      transport.reset();
+  }
+
   void abandon() {
-    transport.reset();
+    retire();
     reader = RespReader();
     outgoing.clear();
     expected.clear();
@@ -104,7 +118,7 @@ struct Connection::Impl {
       if (auto opened = open(limit); !opened) return std::unexpected(opened.error());
     }
     auto replies = send_and_receive(request, count, limit);
-    if (!replies) transport.reset();
+    if (!replies) retire();
     return replies;
   }
 
@@ -326,6 +340,19 @@ Connection::Readiness Connection::readiness() const {
 
 void Connection::abandon() {
   m_impl->abandon();
+}
+
+bool Connection::has_stale() const {
+  return m_impl->stale != nullptr;
+}
+
+bool Connection::part(const std::vector<std::vector<std::string>>& commands, Millis budget) {
+  if (!m_impl->stale) return false;
+  std::string request;
+  for (const auto& args : commands) request += format_command(args);
+  const bool written = m_impl->stale->write_all(request, TimeLimit::after(budget)).has_value();
+  m_impl->stale.reset();
+  return written;
 }
 
 Result<Reply> Connection::command(std::span<const std::string> args, Deadline deadline) {

@@ -119,6 +119,14 @@ class Connection {
   Readiness readiness() const;
   /// Drops every queued request and closes (their replies may be in flight).
   void abandon();
+  /// Writes `commands` behind the requests last given up on (a timeout, an
+  /// interrupt, abandon()), on their own stream, within `budget`, reads
+  /// nothing, and closes that stream: the server runs them after what was
+  /// stuck there, whenever it does (a frozen server, a cut network). False
+  /// when there is no such stream or the write failed.
+  bool part(const std::vector<std::vector<std::string>>& commands, Millis budget);
+  /// Whether part() has a stream to write on.
+  bool has_stale() const;
 
   /// A file descriptor that, when readable, interrupts a blocked command with
   /// Error::Code::interrupted (the connection is closed afterwards, since a

@@ -197,3 +197,31 @@ release_client_slot() {
   rl 0 acquire ghost -n -t 5s
   rl 0 acquire ghost-n -n -t 5s
 }
+
+@test "retry: ... also when the server needs a password and the lock is in database 1 (no new connection can be opened to it frozen)" {
+  # The parting release went on a new connection, whose AUTH (and SELECT,
+  # and TLS handshake) the frozen server never answered: it was never sent.
+  # It now goes behind the stuck request, on that request's own stream.
+  local password=ghost-pw url
+  start_redis --requirepass "$password"
+  url="redis://127.0.0.1:$REDIS_PORT/1"
+  export RLOCK_PASSWORD="$password"
+  rl 0 -u "$url" acquire ghost -t 1500ms
+  bg_rlock waiter -u "$url" acquire ghost -w 2s -t 30s
+  local i pid
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(REDISCLI_AUTH="$password" redis-cli -p "$REDIS_PORT" -n 1 ZCARD 'rlock:{ghost}:q')" == 1 ]] && break
+    nap 0.02
+  done
+  pid="$(REDISCLI_AUTH="$password" redis-cli -p "$REDIS_PORT" INFO server | tr -d '\r' | sed -n 's/^process_id://p')"
+  [[ -n "$pid" ]] || fail "no process_id from the server"
+  echo "$pid" >"$BATS_TEST_TMPDIR/frozen"
+  kill -STOP "$pid"
+  bg_wait waiter 69 10
+  kill -CONT "$pid"
+  rm "$BATS_TEST_TMPDIR/frozen"
+  rl 1 -u "$url" status ghost
+  rl 0 -u "$url" acquire ghost -n -t 5s
+  unset RLOCK_PASSWORD
+  stop_redis
+}
