@@ -249,9 +249,45 @@ Millis validity(Millis ttl, Millis spent) {
   return ttl - spent - clock_drift(ttl);
 }
 
+namespace {
+
+/// A quorum acquire reply's uptime of the member (ms), the element before
+/// its run_id (the last); nullopt when the reply has none.
+std::optional<std::int64_t> acquire_uptime(const redis::Reply& reply) {
+  const auto& e = reply.elements;
+  if (reply.type != redis::Reply::Type::array || e.size() < 4 ||
+      e.back().type != redis::Reply::Type::string || e.back().str.size() != 40)
+    return std::nullopt;
+  const auto uptime = integer_of(e[e.size() - 2]);
+  if (!uptime) return std::nullopt;
+  return *uptime;
+}
+
+/// How long the oldest live holder that a busy acquire reply shows has held
+/// the lock on that member (ms), or nullopt.
+std::optional<std::int64_t> shown_holder_age(const MemberReply& m) {
+  const auto& e = m.reply.elements;
+  if (m.state != MemberReply::State::replied || m.reply.type != redis::Reply::Type::array ||
+      e.size() < 5 || integer_of(e[0]).value_or(-9) != 0 || e[2].str.empty() ||
+      integer_of(e[3]).value_or(0) <= 0)
+    return std::nullopt;
+  const auto now = integer_of(e[4]);
+  if (!now) return std::nullopt;
+  return elapsed(*now, parse_record(e[2].str).since_ms).count();
+}
+
+}  // namespace
+
 AcquireCount count_acquire(const std::vector<MemberReply>& members) {
   AcquireCount count;
   std::optional<std::int64_t> best_position;
+  // A member that grants while another shows a live holder older than the
+  // member's uptime may have forgotten that holder in a restart (the
+  // delayed restart, by the holder's age rather than by the TTL: a lease
+  // lengthened by renew --ttl outlives the TTL): its grant does not count.
+  std::optional<std::int64_t> oldest_holder;
+  for (const MemberReply& m : members)
+    if (auto age = shown_holder_age(m)) oldest_holder = std::max(oldest_holder.value_or(0), *age);
   for (std::size_t k = 0; k < members.size(); ++k) {
     const MemberReply& m = members[k];
     if (m.state == MemberReply::State::pending) {
@@ -263,6 +299,13 @@ AcquireCount count_acquire(const std::vector<MemberReply>& members) {
     if (!state) {
       ++count.failed;
       continue;
+    }
+    if (*state == 1 && oldest_holder) {
+      const auto uptime = acquire_uptime(m.reply);
+      if (uptime && *uptime < *oldest_holder) {
+        ++count.refused;
+        continue;
+      }
     }
     if (*state == 1) {
       ++count.granted;
@@ -455,16 +498,35 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, 
     }
   }
   const std::size_t old = members.size() - v.unusable - n_young;
+  // Each member's uptime, and how long each holder has held the lock (the
+  // oldest record of it any member has).
+  std::vector<std::optional<std::int64_t>> uptime(members.size());
+  std::map<std::string, std::int64_t> age;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (!usable_status(members[k])) continue;
+    const auto& e = members[k].reply.elements;
+    if (e.size() >= 7)
+      if (const auto up = integer_of(e[6])) uptime[k] = *up;
+    const auto now = integer_of(e[0]).value_or(0);
+    const auto& h = e[3].elements;
+    for (std::size_t j = 0; j + 2 < h.size(); j += 3) {
+      auto& oldest = age[h[j].str];
+      oldest = std::max(oldest, elapsed(now, parse_record(h[j + 2].str).since_ms).count());
+    }
+  }
   bool agreed = false;
   for (const auto& [id, n] : v.counts) {
     if (n >= need) {
       agreed = true;
       continue;
     }
-    // A young member that does not name it may have lost it in a restart.
+    // A member that does not name it may have lost it in a restart: one up
+    // for less than the TTL, or for less than the holder has held it (a
+    // lease lengthened by renew --ttl outlives the TTL).
     std::size_t silent_young = 0;
     for (std::size_t k = 0; k < members.size(); ++k)
-      if (young[k] && !std::binary_search(v.holders[k].begin(), v.holders[k].end(), id))
+      if ((young[k] || (uptime[k] && *uptime[k] < age[id])) &&
+          !std::binary_search(v.holders[k].begin(), v.holders[k].end(), id))
         ++silent_young;
     if (n + v.unusable + silent_young >= need) return InDoubt{id, n, silent_young, old};
   }

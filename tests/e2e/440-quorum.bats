@@ -448,6 +448,24 @@ print(v["members"][4]["error"])' "$output"
   assert_stderr --partial "cannot tell whether it is held: no holder is named, but only 2 of 5 quorum members have been up for the TTL (5s), 1 for less, 2 did not answer"
 }
 
+@test "quorum: a lease lengthened by renew --ttl is not taken over when members restart: no second grant, status cannot tell" {
+  # The probe's case: the delayed restart went by the newcomer's TTL (3 s)
+  # while the holder had renewed itself for 60 s; three members restarted
+  # empty, up for more than 3 s, granted a second holder, and status said
+  # "free". A member younger than a holder others show no longer counts.
+  rl 0 acquire lengthened -t "$Q_TTL"
+  local token="$output"
+  rl 0 renew lengthened --token "$token" --ttl 60s
+  q_restart 3
+  q_restart 4
+  q_restart 5
+  q_wait_uptime 4
+  rl 75 acquire lengthened -n -t "$Q_TTL"
+  rl 69 status -t "$Q_TTL" lengthened
+  assert_stderr --partial "is on 2 of 5 quorum members; 3 of the others have been up for less than"
+  rl 0,1 release lengthened --token "$token"
+}
+
 @test "quorum: one server reached through two URLs is refused at the first acquire (78), nothing held" {
   # Its TCP port and its unix socket: two names the URLs cannot tell apart,
   # whose two votes made a majority of three on their own.

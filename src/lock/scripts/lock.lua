@@ -58,16 +58,18 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function wake_key(hash) return string.sub(Q, 1, -2) .. 'w:' .. hash end
 
--- This server's uptime in ms, from whole seconds rounded down: a server
--- that says 2 has been up at least 2 s, so a younger one never counts as
--- old enough.
+-- This server's uptime in ms, as little as it may be: INFO's
+-- uptime_in_seconds is the current second less the second the server
+-- started (both rounded down), so a server that says 2 has been up for
+-- more than 1 s only. A younger one never counts as old enough.
 local server_info
 local function info_server()
   if not server_info then server_info = redis.call('INFO', 'server') end
   return server_info
 end
 local function uptime_ms()
-  return tonumber(string.match(info_server(), 'uptime_in_seconds:(%d+)') or '0') * 1000
+  local seconds = tonumber(string.match(info_server(), 'uptime_in_seconds:(%d+)') or '0')
+  return math.max(0, seconds - 1) * 1000
 end
 
 -- uptime -> this server's uptime_ms(): a quorum listing asks each member
@@ -667,11 +669,14 @@ end
 
 if op == 'acquire' then
   local reply = acquire()
-  -- A quorum's acquire (MIN_UPTIME given) also names the server that ran
-  -- it (INFO's run_id, last): one server reached through two members' URLs
-  -- (two nodes of one Cluster, a Sentinel group and its master's own URL)
-  -- would vote twice, which the client refuses.
+  -- A quorum's acquire (MIN_UPTIME given) also says how long this server
+  -- has been up and which server it is (INFO's run_id, last). A grant from
+  -- a member younger than a holder that other members show may be one it
+  -- forgot in a restart; one server reached through two members' URLs (two
+  -- nodes of one Cluster, a Sentinel group and its master's own URL) would
+  -- vote twice. The client refuses both.
   if ARGV[9] and type(reply) == 'table' and reply.err == nil then
+    table.insert(reply, uptime_ms())
     table.insert(reply, string.match(info_server(), 'run_id:(%x+)') or '')
   end
   return saved(reply)

@@ -134,6 +134,32 @@ TEST(Quorum, AcquireCountsTheMembersTooYoungToCount) {
   EXPECT_EQ(count.refused, 4u);
 }
 
+TEST(Quorum, AGrantFromAMemberYoungerThanAHolderOthersShowDoesNotCount) {
+  // The probe's case: the holder renewed itself to 60 s with renew --ttl;
+  // two of three members restarted empty and, up for longer than the
+  // newcomer's 5 s TTL, granted: two grants of three were a second holder.
+  const std::string run_id(40, 'a');
+  const auto grant = [&](std::int64_t uptime_ms) {
+    return replied(array({integer(1), integer(9), integer(uptime_ms), string(run_id)}));
+  };
+  // Busy: held by a holder whose record says since 1000, at server time 13000.
+  const auto busy = replied(array({integer(0), integer(0), string("8\n1000\nexclusive\n5000\n"),
+                                   integer(50000), integer(13000), integer(600000),
+                                   string(run_id)}));
+  auto count = count_acquire({busy, grant(7000), grant(7000)});
+  EXPECT_EQ(count.granted, 0u);
+  EXPECT_EQ(count.verdict, Verdict::no);
+  // Up for longer than the holder has held it: they would have seen it, and
+  // their grants count.
+  count = count_acquire({busy, grant(13000), grant(20000)});
+  EXPECT_EQ(count.granted, 2u);
+  EXPECT_EQ(count.verdict, Verdict::yes);
+  // A holder whose lease is over (ttl 0) is no reason.
+  const auto ended = replied(array({integer(0), integer(0), string("8\n1000\nexclusive\n5000\n"),
+                                    integer(0), integer(13000), integer(600000), string(run_id)}));
+  EXPECT_EQ(count_acquire({ended, grant(7000), grant(7000)}).verdict, Verdict::yes);
+}
+
 TEST(Quorum, AcquireLimitMismatchFromAnyMemberIsTheRefusal) {
   auto count = count_acquire({queued(1), replied(array({integer(-1), integer(3)})), queued(1)});
   EXPECT_EQ(count.refusal.elements[0].integer, -1);
@@ -279,6 +305,31 @@ TEST(Quorum, AMemberUpForLessThanTheTtlCannotSayTheLockIsFree) {
   EXPECT_EQ(status_min_uptime(long_ttl, k_ttl), Millis(600000));
   EXPECT_TRUE(holder_in_doubt(long_ttl, status_min_uptime(long_ttl, k_ttl)).has_value());
   EXPECT_FALSE(holder_in_doubt(long_ttl, k_ttl).has_value());
+}
+
+TEST(Quorum, AMemberUpForLessThanAHolderHasHeldTheLockMayHaveLostIt) {
+  // A lease renewed beyond the TTL (renew --ttl 60s): the members that do
+  // not name the holder restarted after it took the lock, though longer
+  // ago than the TTL.
+  const auto with = [](Reply reply, std::int64_t now, std::int64_t uptime) {
+    reply.elements[0] = integer(now);
+    reply.elements.push_back(integer(uptime));
+    return replied(std::move(reply));
+  };
+  Reply held = status_reply(1, {"aaaa"});
+  held.elements[3].elements[2] = string("1\n1000\nexclusive\n5000\n");
+  const std::vector<MemberReply> members = {
+      with(held, 61000, 600000), with(held, 61000, 600000), with(empty_status(), 61000, 40000),
+      with(empty_status(), 61000, 40000), with(empty_status(), 61000, 700000)};
+  auto doubt = holder_in_doubt(members, k_ttl);
+  ASSERT_TRUE(doubt.has_value());
+  EXPECT_EQ(doubt->holder, "aaaa");
+  EXPECT_EQ(doubt->young, 2u);
+  // Up for longer than the holder has held the lock: they would name it.
+  const std::vector<MemberReply> older = {
+      with(held, 61000, 600000), with(held, 61000, 600000), with(empty_status(), 61000, 70000),
+      with(empty_status(), 61000, 70000), with(empty_status(), 61000, 700000)};
+  EXPECT_FALSE(holder_in_doubt(older, k_ttl).has_value());
 }
 
 TEST(Quorum, TwoMembersThatAreOneServerAreFoundByRunId) {
