@@ -68,11 +68,11 @@ std::string program_shown(const std::vector<std::string>& argv) {
 std::string command_line(const RunOptions& o) {
   std::string line;
   if (o.shell_command) {
-    line = *o.shell_command;
+    line = without_url_passwords(*o.shell_command);
   } else {
-    for (const auto& arg : o.command) line += (line.empty() ? "" : " ") + arg;
+    for (const auto& arg : o.command)
+      line += (line.empty() ? "" : " ") + without_url_passwords(arg);
   }
-  line = without_url_passwords(std::move(line));
   if (line.size() > k_max_command_shown) line.resize(k_max_command_shown);
   return line;
 }

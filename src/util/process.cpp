@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -12,10 +14,16 @@ std::string process_command(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!raw.empty() && raw.back() == '\0') raw.pop_back();
-  for (char& c : raw)
-    if (c == '\0') c = ' ';
-  // Before the cut, which could leave a password without the @ that ends it.
-  raw = without_url_passwords(std::move(raw));
+  // Each argument on its own (a URL ends with its argument), before the
+  // cut, which could leave a password without the @ that ends it.
+  std::string line;
+  for (std::size_t from = 0; from <= raw.size();) {
+    const std::size_t nul = std::min(raw.find('\0', from), raw.size());
+    if (from > 0) line += ' ';
+    line += without_url_passwords(raw.substr(from, nul - from));
+    from = nul + 1;
+  }
+  raw = std::move(line);
   // A command line can be long; status shows the start of it.
   if (raw.size() > 256) raw.resize(256);
   return raw;
@@ -23,22 +31,33 @@ std::string process_command(pid_t pid) {
 
 std::string without_url_passwords(std::string text) {
   constexpr std::string_view k_scheme_end = "://";
+  const auto is_scheme_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '.' || c == '-';
+  };
   for (std::size_t at = text.find(k_scheme_end); at != std::string::npos;
        at = text.find(k_scheme_end, at)) {
     const std::size_t start = at + k_scheme_end.size();
-    std::size_t end = start;
-    while (end < text.size() && !std::string_view("/?# \t\n").contains(text[end])) ++end;
-    const std::size_t user_end = text.rfind('@', end == start ? start : end - 1);
-    if (user_end != std::string::npos && user_end >= start && user_end < end) {
+    // The URL runs to the next one's scheme (a comma list), or the end.
+    std::size_t end = text.find(k_scheme_end, start);
+    if (end == std::string::npos) {
+      end = text.size();
+    } else {
+      while (end > start && is_scheme_char(text[end - 1])) --end;
+    }
+    // As rlock's own parser reads a URL: the user info ends at the last
+    // '@' (a password may hold '/', '?', '#', ',' or a space unencoded),
+    // the password starts at its first ':'. Taking out too much of an odd
+    // argument is the price of never storing a password.
+    const std::size_t user_end = end > start ? text.rfind('@', end - 1) : std::string::npos;
+    if (user_end != std::string::npos && user_end >= start) {
       const std::size_t colon = text.find(':', start);
       if (colon < user_end) {
         // Without the password; an empty user goes with its @.
         const std::size_t cut_from = colon == start ? start : colon;
         text.erase(cut_from, user_end + (colon == start ? 1 : 0) - cut_from);
-        end = start;
       }
     }
-    at = end;
+    at = start;
   }
   return text;
 }

@@ -129,11 +129,15 @@ wait_held() {
   assert_output --partial "--show-command release --force shown-url >/dev/null; true $RLOCK redis://127.0.0.1:$REDIS_PORT/0"
   # The command of a run, which may name a URL with a password too.
   rl_bg job -u "$url" --show-command run shown-run -- sh -c 'touch "$0"; sleep 3' "$M/ready" \
-    "redis://user:$password@127.0.0.1:$REDIS_PORT/0"
+    "redis://user:$password@127.0.0.1:$REDIS_PORT/0" \
+    "redis://127.0.0.1:1,redis://:pa/ss?#x@127.0.0.1:$REDIS_PORT/0"
   wait_for_file "$M/ready"
   RLOCK_PASSWORD="$password" rl 0 -u "redis://127.0.0.1:$REDIS_PORT/0" --json status shown-run
   refute_output --partial "$password"
   assert_output --partial "redis://user@127.0.0.1:$REDIS_PORT/0"
+  # A password with '/', '?' and '#' unencoded, after a URL without one.
+  refute_output --partial "pa/ss"
+  assert_output --partial "redis://127.0.0.1:1,redis://127.0.0.1:$REDIS_PORT/0"
   rl_wait job 0
   local found
   found="$(REDIS_PASSWORD="$password" "$PYTHON" - "$REDIS_PORT" "$password" <<'EOF2'
