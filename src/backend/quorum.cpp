@@ -234,6 +234,7 @@ MemberReply reply_of(Result<Outcome> outcome) {
   if (!outcome) {
     m.state = MemberReply::State::failed;
     m.problem = outcome.error().message;
+    m.misconfigured = outcome.error().code == Error::Code::config;
   } else if (outcome->ack && !outcome->ack->enough()) {
     // A lease the member's replicas did not acknowledge does not count.
     m.state = MemberReply::State::failed;
@@ -388,8 +389,8 @@ class QuorumBackend final : public Backend {
                  const std::vector<std::size_t>& to, bool keep_place = false);
   /// The unreachable error naming what the members said.
   Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
-  /// The configuration error when two members' acquire replies come from
-  /// one server (lock::same_server).
+  /// The configuration error when a member failed by one (exit 78), or two
+  /// members' acquire replies come from one server (lock::same_server).
   std::optional<Error> one_server_twice(const std::vector<MemberReply>& replies) const;
   /// "; MEMBER: PROBLEM" for each member that did not reply.
   std::string problems_of(const std::vector<MemberReply>& replies) const;
@@ -625,6 +626,15 @@ std::string QuorumBackend::problems_of(const std::vector<MemberReply>& replies) 
 
 std::optional<Error> QuorumBackend::one_server_twice(
     const std::vector<MemberReply>& replies) const {
+  // A member configured wrongly is as much the user's to fix: the quorum
+  // would otherwise run on the others, one failure from refusing.
+  for (std::size_t k = 0; k < replies.size(); ++k)
+    if (replies[k].misconfigured)
+      return Error{Error::Code::config,
+                   fmt::format("quorum member {}: {}", m_members[k]->model().describe(),
+                               lock::without_member_name(replies[k].problem,
+                                                         m_members[k]->model().describe())),
+                   redis::ServerError::none};
   const auto pair = lock::same_server(replies);
   if (!pair) return std::nullopt;
   return Error{Error::Code::config,

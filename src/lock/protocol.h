@@ -102,6 +102,9 @@ struct MemberReply {
   State state = State::pending;
   redis::Reply reply;   // replied: the script's reply
   std::string problem;  // failed: why (the member's error message)
+  /// failed: by a configuration error (exit 78: a Sentinel URL naming no
+  /// Sentinel, an unknown master name), which no retry or majority mends.
+  bool misconfigured = false;
 };
 
 /// Whether the members' answers decide the outcome yet.

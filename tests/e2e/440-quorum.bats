@@ -482,6 +482,17 @@ print(v["members"][4]["error"])' "$output"
     rl 0 acquire twice -t "$Q_TTL"
 }
 
+@test "quorum: a member configured wrongly (a Sentinel URL naming a Redis server) is a configuration error (78), not a member down" {
+  # Alone that URL is 78; in a quorum it was taken for a member out of
+  # reach, and the lock quietly ran on the others, one failure from refusal.
+  local urls="redis-sentinel://127.0.0.1:$(q_port 1)/0#mymaster,redis://127.0.0.1:$(q_port 2)/0,redis://127.0.0.1:$(q_port 3)/0"
+  RLOCK_URL="$urls" rl 78 acquire misconfigured -n -t "$Q_TTL"
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "quorum member master 'mymaster' of Sentinels redis://127.0.0.1:$(q_port 1)/0"
+  assert_stderr --partial "is not a Sentinel"
+  assert_equal "$(q_holding misconfigured)" 0
+}
+
 @test "quorum: a counting semaphore is refused before anything is sent (members cannot bound the total)" {
   rl 64 acquire sem -l 2 -t "$Q_TTL"
   assert_equal "${#stderr_lines[@]}" 1
