@@ -54,8 +54,10 @@ acquire_refused() {
   # bounds for a shared machine.
   assert_greater "$elapsed" 1500
   assert_greater 2600 "$elapsed"
-  # The server refused for (most of) the whole wait, not 700 ms.
-  assert_greater "$refused" 1500
+  # The server refused across tries, not for the last one's 700 ms (the
+  # bug this guards against). Not more is asked: on a loaded machine the
+  # first BUSY came 0.8 s into the wait (1182 ms reported, CI-like run).
+  assert_greater "$refused" 1000
 }
 
 @test "retry timing: the duration reported spans every retry of a long wait" {
