@@ -1073,12 +1073,11 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   }
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(too_few(fmt::format("only {} listed their locks", answered), *replies));
-  // Members up for less than the TTL (the longest any record asks for, or
-  // the caller's) may have lost locks in a restart: their listing cannot
-  // count toward "free", as in status NAME.
-  Millis min_uptime = lock::status_ttl(call);
-  for (const auto& [name, members] : locks)
-    min_uptime = lock::status_min_uptime(members, min_uptime);
+  // Members up for less than the TTL (the caller's) may have lost locks in
+  // a restart: their listing cannot count toward "free", as in status NAME.
+  // A lock whose own records ask for more, or whose holders are older than
+  // a member that does not show them, is judged on its own below.
+  const Millis min_uptime = lock::status_ttl(call);
   std::vector<std::size_t> young;
   {
     std::lock_guard lock(batch->mutex);
@@ -1102,8 +1101,32 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   // Merged here, from every member's whole listing: a lock's members'
   // replies are needed together.
   const auto names = member_names();
-  for (auto& [name, members] : locks)
+  std::vector<Error> in_doubt_locks;
+  for (auto& [name, members] : locks) {
+    if (gaps) {
+      // Each member's uptime beside its view, as status NAME has it.
+      std::lock_guard lock(batch->mutex);
+      for (std::size_t k = 0; k < members.size(); ++k)
+        if (members[k].state == MemberReply::State::replied && batch->uptimes[k] &&
+            members[k].reply.type == redis::Reply::Type::array &&
+            members[k].reply.elements.size() == 6)
+          members[k].reply.elements.push_back(redis::Reply::of_integer(*batch->uptimes[k]));
+    }
+    if (gaps) {
+      const Millis lock_min_uptime = lock::status_min_uptime(members, min_uptime);
+      // A doubt that the members out of reach explain alone is told by
+      // their own line below; one that young members add is told here.
+      if (const auto doubt = lock::holder_in_doubt(members, lock_min_uptime);
+          doubt && (doubt->young > 0 || doubt->holder.empty()))
+        in_doubt_locks.push_back(in_doubt(name, *doubt, lock_min_uptime, members));
+    }
     if (auto taken = sink(name, lock::combine_status(names, members)); !taken) return taken;
+  }
+  if (gaps)
+    for (auto& doubt : in_doubt_locks) {
+      doubt.message = "listing incomplete: " + doubt.message;
+      (*gaps)(std::move(doubt));
+    }
   if (gaps) {
     std::lock_guard lock(batch->mutex);
     for (const std::size_t k : young)

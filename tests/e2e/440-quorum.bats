@@ -463,6 +463,12 @@ print(v["members"][4]["error"])' "$output"
   rl 75 acquire lengthened -n -t "$Q_TTL"
   rl 69 status -t "$Q_TTL" lengthened
   assert_stderr --partial "is on 2 of 5 quorum members; 3 of the others have been up for less than"
+  # The listing says it of that lock (the members are old enough for the
+  # TTL, so no member is left out).
+  rl 69 status -t "$Q_TTL"
+  assert_output --partial lengthened
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "listing incomplete: lock 'lengthened': cannot tell whether it is held"
   rl 0,1 release lengthened --token "$token"
 }
 
