@@ -362,14 +362,19 @@ Result<Listing> LockClient::list(const backend::GapSink& gaps, Millis ttl) {
   Listing views;
   auto listed = m_backend->for_every_reachable_lock(
       status_call(ttl),
-      [&views](std::string name, const redis::Reply& reply) -> Result<void> {
+      [this, &views](std::string name, const redis::Reply& reply) -> Result<void> {
         // A lock whose keys cannot be read (a foreign key at its name, a
         // malformed record) is listed as broken, and the listing goes on.
         auto view = reply.is_error() ? std::unexpected(redis::classify_server_error(reply.str))
                                      : decode_status(name, reply);
         // Only an ACL refusal still stops the listing: it is the caller's
         // configuration at fault, not one lock (exit 77, as the contract says).
-        if (!view && view.error().code == Error::Code::auth) return std::unexpected(view.error());
+        // The reply came without its server: the deployment is named.
+        if (!view && view.error().code == Error::Code::auth) {
+          Error refused = view.error();
+          if (refused.origin.empty()) refused.origin = m_backend->describe();
+          return std::unexpected(std::move(refused));
+        }
         if (!view) {
           LockView broken;
           broken.name = std::move(name);

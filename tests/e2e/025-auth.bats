@@ -94,3 +94,12 @@ refute_secrets() {
   RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user locker --prefix elsewhere: acquire acl -n
   refute_secrets
 }
+
+@test "auth: a listing refused by the ACL names the server, as every other refusal does" {
+  [[ "$(acli ACL SETUSER narrow on ">$USER_PASSWORD" '~rlock:{deploy-*}:*' '&*' '+@all')" == OK ]]
+  RLOCK_PASSWORD="$PASSWORD" rl 0 acquire other -t 30s
+  RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user narrow status
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "rlock: error: redis://127.0.0.1:$REDIS_PORT/0: NOPERM"
+  refute_secrets
+}
