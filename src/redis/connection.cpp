@@ -49,10 +49,11 @@ struct Connection::Impl {
   std::deque<Expected> expected;
   std::vector<Reply> got;  // of the oldest request, so far
 
-  /// The transport of requests given up on (timed out, interrupted, or
-  /// dropped unanswered), kept open for part(): a frozen server runs what it
-  /// was sent when it thaws, and only a request written behind them on the
-  /// same stream is sure to run after them. Replaced by the next one.
+  /// The transport of a command given up on (timed out or interrupted),
+  /// kept open for part(): a frozen server runs what it was sent when it
+  /// thaws, and only a request written behind it on the same stream is sure
+  /// to run after it. Replaced by the next one. (abandon() closes for good:
+  /// a step-wise BLPOP still blocked must end with its connection.)
   std::unique_ptr<Transport> stale;
 
   /// Closes the transport, keeping it as `stale` if it is connected.
@@ -64,7 +65,7 @@ struct Connection::Impl {
   }
 
   void abandon() {
-    retire();
+    transport.reset();
     reader = RespReader();
     outgoing.clear();
     expected.clear();

@@ -119,8 +119,8 @@ class Connection {
   Readiness readiness() const;
   /// Drops every queued request and closes (their replies may be in flight).
   void abandon();
-  /// Writes `commands` behind the requests last given up on (a timeout, an
-  /// interrupt, abandon()), on their own stream, within `budget`, reads
+  /// Writes `commands` behind the command last given up on (a timeout or
+  /// an interrupt of command()), on its own stream, within `budget`, reads
   /// nothing, and closes that stream: the server runs them after what was
   /// stuck there, whenever it does (a frozen server, a cut network). False
   /// when there is no such stream or the write failed.
