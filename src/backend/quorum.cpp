@@ -728,8 +728,8 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     // A member that is merely slower than the others is given as long
     // again as the acquire took so far (a frozen one costs at most that):
     // holding on more than a bare majority is what lets a lock survive the
-    // loss of a member later. Its grant counts from here on (the verdict
-    // stays yes: answers only add grants).
+    // loss of a member later. Its grant counts from here on (answers add
+    // grants, but may also show a holder that discounts some: see below).
     auto late = hear_slower(*batch, started, deadline);
     if (!late) {
       give_back(name, token, everyone);
@@ -740,6 +740,14 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
       return std::unexpected(*twice);
     }
     count = lock::count_acquire(*late);
+    // A slower member showed a holder older than some granting members
+    // have been up (count_acquire): their grants do not count after all,
+    // and the lock is busy, not ours.
+    if (count.verdict != lock::Verdict::yes) {
+      give_back(name, token, everyone);
+      m_back_off = true;
+      return Outcome{count.refusal, std::nullopt};
+    }
     // Raise every granting member's counter to the highest fence any of
     // them returned, the one handed out, so that any later majority (which
     // shares a member with this one) hands out a higher one. Only then is

@@ -65,7 +65,9 @@ acquire_refused() {
   # each with its own retries, and the message covers all of them.
   busy_for 12
   acquire_refused busy-w8 8s
-  assert_greater "$refused" 6500
+  # More than one try's 5 s (the bug: only the last try was counted); a
+  # loaded run reported 6396 ms, so no more is asked.
+  assert_greater "$refused" 5500
   assert_greater 9500 "$elapsed"
 }
 
