@@ -143,9 +143,9 @@ TEST(Quorum, AGrantFromAMemberYoungerThanAHolderOthersShowDoesNotCount) {
     return replied(array({integer(1), integer(9), integer(uptime_ms), string(run_id)}));
   };
   // Busy: held by a holder whose record says since 1000, at server time 13000.
-  const auto busy = replied(array({integer(0), integer(0), string("8\n1000\nexclusive\n5000\n"),
-                                   integer(50000), integer(13000), integer(600000),
-                                   string(run_id)}));
+  const auto busy =
+      replied(array({integer(0), integer(0), string("8\n1000\nexclusive\n5000\n"), integer(50000),
+                     integer(13000), integer(600000), string(run_id)}));
   auto count = count_acquire({busy, grant(7000), grant(7000)});
   EXPECT_EQ(count.granted, 0u);
   EXPECT_EQ(count.verdict, Verdict::no);
@@ -338,8 +338,8 @@ TEST(Quorum, TwoMembersThatAreOneServerAreFoundByRunId) {
     return replied(array({integer(1), integer(7), string(run_id)}));
   };
   const auto queued = [](const std::string& run_id) {
-    return replied(
-        array({integer(0), integer(2), string("record"), integer(900), integer(5), string(run_id)}));
+    return replied(array(
+        {integer(0), integer(2), string("record"), integer(900), integer(5), string(run_id)}));
   };
   // Replies without a run_id (not a quorum's acquire), errors, and pending
   // members name no server.
