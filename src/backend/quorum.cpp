@@ -391,7 +391,7 @@ class QuorumBackend final : public Backend {
   Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
   /// The configuration error when a member failed by one (exit 78), or two
   /// members' acquire replies come from one server (lock::same_server).
-  std::optional<Error> one_server_twice(const std::vector<MemberReply>& replies) const;
+  std::optional<Error> misconfiguration(const std::vector<MemberReply>& replies) const;
   /// "; MEMBER: PROBLEM" for each member that did not reply.
   std::string problems_of(const std::vector<MemberReply>& replies) const;
   /// status NAME when the members cannot tell whether the lock is held.
@@ -624,7 +624,7 @@ std::string QuorumBackend::problems_of(const std::vector<MemberReply>& replies) 
   return problems;
 }
 
-std::optional<Error> QuorumBackend::one_server_twice(
+std::optional<Error> QuorumBackend::misconfiguration(
     const std::vector<MemberReply>& replies) const {
   // A member configured wrongly is as much the user's to fix: the quorum
   // would otherwise run on the others, one failure from refusing.
@@ -658,17 +658,16 @@ Error QuorumBackend::too_few(const std::string& what,
 Error QuorumBackend::in_doubt(const std::string& name, const lock::InDoubt& doubt,
                               Millis min_uptime, const std::vector<MemberReply>& replies) const {
   const std::size_t n = replies.size();
-  const std::string restarted = "(a member restarted more recently may have lost a holder)";
   std::string what;
   if (doubt.holder.empty()) {
     what = fmt::format(
         "lock '{}': cannot tell whether it is held: no holder is named, but only {} of {} "
-        "quorum members have been up for the TTL ({}), {} for less{} {}",
+        "quorum members have been up for the TTL ({}), {} for less{} (a member restarted "
+        "more recently may have lost a holder)",
         name, doubt.old, n, format_duration(min_uptime), doubt.young,
         doubt.old + doubt.young < n
             ? fmt::format(", {} did not answer", n - doubt.old - doubt.young)
-            : std::string(),
-        restarted);
+            : std::string());
   } else if (doubt.young > 0) {
     what = fmt::format(
         "lock '{}': cannot tell whether it is held: holder {} is on {} of {} quorum members; "
@@ -719,7 +718,7 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     give_back(name, token, everyone);
     return std::unexpected(replies.error());
   }
-  if (auto twice = one_server_twice(*replies)) {
+  if (auto twice = misconfiguration(*replies)) {
     give_back(name, token, everyone);
     return std::unexpected(*twice);
   }
@@ -735,7 +734,7 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
       give_back(name, token, everyone);
       return std::unexpected(late.error());
     }
-    if (auto twice = one_server_twice(*late)) {
+    if (auto twice = misconfiguration(*late)) {
       give_back(name, token, everyone);
       return std::unexpected(*twice);
     }
@@ -1112,15 +1111,15 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   std::vector<Error> in_doubt_locks;
   for (auto& [name, members] : locks) {
     if (gaps) {
-      // Each member's uptime beside its view, as status NAME has it.
-      std::lock_guard lock(batch->mutex);
-      for (std::size_t k = 0; k < members.size(); ++k)
-        if (members[k].state == MemberReply::State::replied && batch->uptimes[k] &&
-            members[k].reply.type == redis::Reply::Type::array &&
-            members[k].reply.elements.size() == 6)
-          members[k].reply.elements.push_back(redis::Reply::of_integer(*batch->uptimes[k]));
-    }
-    if (gaps) {
+      {
+        // Each member's uptime beside its view, as status NAME has it.
+        std::lock_guard lock(batch->mutex);
+        for (std::size_t k = 0; k < members.size(); ++k)
+          if (members[k].state == MemberReply::State::replied && batch->uptimes[k] &&
+              members[k].reply.type == redis::Reply::Type::array &&
+              members[k].reply.elements.size() == 6)
+            members[k].reply.elements.push_back(redis::Reply::of_integer(*batch->uptimes[k]));
+      }
       const Millis lock_min_uptime = lock::status_min_uptime(members, min_uptime);
       // A doubt that the members out of reach explain alone is told by
       // their own line below; one that young members add is told here.
@@ -1130,12 +1129,11 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
     }
     if (auto taken = sink(name, lock::combine_status(names, members)); !taken) return taken;
   }
-  if (gaps)
+  if (gaps) {
     for (auto& doubt : in_doubt_locks) {
       doubt.message = "listing incomplete: " + doubt.message;
       (*gaps)(std::move(doubt));
     }
-  if (gaps) {
     std::lock_guard lock(batch->mutex);
     for (const std::size_t k : young)
       (*gaps)(Error{

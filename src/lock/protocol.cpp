@@ -251,14 +251,21 @@ Millis validity(Millis ttl, Millis spent) {
 
 namespace {
 
-/// A quorum acquire reply's uptime of the member (ms), the element before
-/// its run_id (the last); nullopt when the reply has none.
-std::optional<std::int64_t> acquire_uptime(const redis::Reply& reply) {
+/// A quorum acquire reply's run_id of the member, its last element ("" when
+/// the reply has none).
+std::string_view acquire_run_id(const redis::Reply& reply) {
   const auto& e = reply.elements;
-  if (reply.type != redis::Reply::Type::array || e.size() < 4 ||
+  if (reply.type != redis::Reply::Type::array || e.size() < 3 ||
       e.back().type != redis::Reply::Type::string || e.back().str.size() != 40)
-    return std::nullopt;
-  const auto uptime = integer_of(e[e.size() - 2]);
+    return {};
+  return e.back().str;
+}
+
+/// A quorum acquire reply's uptime of the member (ms), the element before
+/// its run_id; nullopt when the reply has none.
+std::optional<std::int64_t> acquire_uptime(const redis::Reply& reply) {
+  if (reply.elements.size() < 4 || acquire_run_id(reply).empty()) return std::nullopt;
+  const auto uptime = integer_of(reply.elements[reply.elements.size() - 2]);
   if (!uptime) return std::nullopt;
   return *uptime;
 }
@@ -486,27 +493,22 @@ Millis status_min_uptime(const std::vector<MemberReply>& members, Millis at_leas
 std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, Millis min_uptime) {
   const Votes v = count_holders(members);
   const std::size_t need = majority(members.size());
-  // A member whose reply has no uptime (not asked for) counts as old.
+  // Each member's uptime (none when not asked for: it counts as old),
+  // whether it is younger than `min_uptime`, and how long each holder has
+  // held the lock (the oldest record of it any member has).
+  std::vector<std::optional<std::int64_t>> uptime(members.size());
   std::vector<bool> young(members.size(), false);
   std::size_t n_young = 0;
-  for (std::size_t k = 0; k < members.size(); ++k) {
-    if (!usable_status(members[k]) || members[k].reply.elements.size() < 7) continue;
-    const auto uptime = integer_of(members[k].reply.elements[6]);
-    if (uptime && *uptime < min_uptime.count()) {
-      young[k] = true;
-      ++n_young;
-    }
-  }
-  const std::size_t old = members.size() - v.unusable - n_young;
-  // Each member's uptime, and how long each holder has held the lock (the
-  // oldest record of it any member has).
-  std::vector<std::optional<std::int64_t>> uptime(members.size());
   std::map<std::string, std::int64_t> age;
   for (std::size_t k = 0; k < members.size(); ++k) {
     if (!usable_status(members[k])) continue;
     const auto& e = members[k].reply.elements;
     if (e.size() >= 7)
       if (const auto up = integer_of(e[6])) uptime[k] = *up;
+    if (uptime[k] && *uptime[k] < min_uptime.count()) {
+      young[k] = true;
+      ++n_young;
+    }
     const auto now = integer_of(e[0]).value_or(0);
     const auto& h = e[3].elements;
     for (std::size_t j = 0; j + 2 < h.size(); j += 3) {
@@ -514,6 +516,7 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, 
       oldest = std::max(oldest, elapsed(now, parse_record(h[j + 2].str).since_ms).count());
     }
   }
+  const std::size_t old = members.size() - v.unusable - n_young;
   bool agreed = false;
   for (const auto& [id, n] : v.counts) {
     if (n >= need) {
@@ -537,12 +540,7 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, 
 std::optional<std::pair<std::size_t, std::size_t>> same_server(
     const std::vector<MemberReply>& members) {
   const auto run_id = [](const MemberReply& m) -> std::string_view {
-    if (m.state != MemberReply::State::replied || m.reply.type != redis::Reply::Type::array ||
-        m.reply.elements.size() < 3)
-      return {};
-    const auto& last = m.reply.elements.back();
-    if (last.type != redis::Reply::Type::string || last.str.size() != 40) return {};
-    return last.str;
+    return m.state == MemberReply::State::replied ? acquire_run_id(m.reply) : std::string_view();
   };
   for (std::size_t a = 0; a < members.size(); ++a) {
     const auto id = run_id(members[a]);
