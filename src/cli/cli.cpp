@@ -320,6 +320,9 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
   const bool run = sub->get_name() == "run", status = sub->get_name() == "status";
   std::vector<std::string> positionals;
   bool options_ended = false;
+  // run -- -x -- CMD: the "--" that let NAME start with '-' came first, so
+  // the one right after NAME still separates it from the command.
+  bool name_after_dashes = false;
   for (size_t j = i + 1; j < args.size(); ++j) {
     const std::string& arg = args[j];
     if (!options_ended && arg == "--") {
@@ -337,11 +340,13 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
       }
     } else if (run && !positionals.empty()) {
       // The command: this word and every one after it, verbatim.
-      line.operands.assign(args.begin() + static_cast<std::ptrdiff_t>(j), args.end());
+      const size_t from = name_after_dashes && arg == "--" ? j + 1 : j;
+      line.operands.assign(args.begin() + static_cast<std::ptrdiff_t>(from), args.end());
       break;
     } else if (status) {
       line.operands.push_back(arg);
     } else {
+      if (positionals.empty()) name_after_dashes = options_ended;
       positionals.push_back(arg);
     }
   }
@@ -358,6 +363,9 @@ namespace {
 int usage_error(const CLI::Error& e) {
   std::string what = e.what();
   if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+  // "--ttl: At Most 1 required but received 2": a value option given twice.
+  if (auto at = what.find(": At Most 1 required but received "); at != std::string::npos)
+    what = what.substr(0, at) + " was given more than once";
   fmt::print(stderr, "rlock: error: {} (see 'rlock --help')\n", what);
   return static_cast<int>(ExitStatus::usage);
 }

@@ -48,12 +48,13 @@ Action register_release(CLI::App& command, Context& context) {
     if (!evicted) return report(evicted.error());
     if (auto printed = output::print_forced(o->name, *evicted, context.global.json); !printed)
       return report(printed.error());
-    if (evicted->empty()) {
-      context.warn(o->holder
-                       ? fmt::format("lock '{}' has no holder with id {}", o->name, *o->holder)
-                       : fmt::format("lock '{}' was not held", o->name));
-      return static_cast<int>(ExitStatus::refused);
-    }
+    // Exit 1 with one error line, as a release whose token holds nothing.
+    if (evicted->empty())
+      return report(Error{Error::Code::not_owner,
+                          o->holder
+                              ? fmt::format("lock '{}' has no holder with id {}; nothing released",
+                                            o->name, *o->holder)
+                              : fmt::format("lock '{}' was not held; nothing released", o->name)});
     return 0;
   };
 }

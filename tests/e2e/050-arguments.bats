@@ -23,6 +23,24 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   assert_output '[x]|-c|'
 }
 
+@test "arguments: run -- -x -- COMMAND: the -- after a name that starts with - ends the name" {
+  rl 0 run -n -- -x -- printf '%s|' a -- b
+  assert_output 'a|--|b|'
+  # Without a -- before the name, a -- after the separator is the command's.
+  rl 127 run args-dd -- -- true
+  assert_stderr "rlock: error: cannot run '--': No such file or directory"
+  rl 64 run -- -x --
+  assert_stderr --partial "run: a command is required"
+}
+
+@test "arguments: a value option given twice is one clear usage error" {
+  rl 64 acquire twice -t 5s -t 6s
+  assert_equal "$stderr" "rlock: error: --ttl was given more than once (see 'rlock --help')"
+  rl 64 run twice -w 1s --wait 2s -- true
+  assert_equal "$stderr" "rlock: error: --wait was given more than once (see 'rlock --help')"
+  rl 1 status twice
+}
+
 @test "arguments: a NAME like [a,b] is one lock, for every command" {
   local name token
   for name in '[a,b]' '[]' '++' '{a,b}' 'k=v' 'a,b' 'status'; do

@@ -176,6 +176,11 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   assert_json
   assert_equal "$(json 'd["released"]')" false
   assert_equal "$(json 'd["evicted"]')" '[]'
+  # One error line, as for a release whose token holds nothing; -q too.
+  assert_equal "$stderr" "rlock: error: lock 'nobody-home' was not held; nothing released"
+  rl 1 -q release nobody-home --force
+  assert_output ''
+  assert_equal "$stderr" "rlock: error: lock 'nobody-home' was not held; nothing released"
   rl 1 status nobody-home --json
   assert_equal "$(json 'd["forced"]')" null
 }
@@ -208,7 +213,7 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   rl 0 acquire kept -l 2
   rl 1 release kept --force --holder 00000000
   assert_output ''
-  assert_stderr --partial "no holder with id 00000000"
+  assert_equal "$stderr" "rlock: error: lock 'kept' has no holder with id 00000000; nothing released"
   rl 0 status kept --json
   assert_equal "$(json 'len(d["holders"])')" 1
 }
