@@ -2,7 +2,9 @@
 /// command under supervision (see src/supervise), releases the lock when the
 /// command ends, and exits with the command's status.
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +154,58 @@ int exec_in_place(const std::vector<std::string>& argv) {
   return supervise::exec_failure_status(err);
 }
 
+/// The command as rlock's child, for a nested run with --json: rlock waits
+/// for it (passing a kill's signal on; the terminal's reach both) and
+/// returns its wait status, or the exit status of a command that could not
+/// start.
+std::expected<int, int> run_and_wait(const std::vector<std::string>& argv) {
+  // The command inherits SIGINT and SIGQUIT as rlock got them (ignored in
+  // a background job); rlock itself leaves them to the command.
+  struct sigaction ignore {
+  }, old_int{}, old_quit{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  // Before the fork, so that no signal is lost; SIGCHLD only wakes the wait.
+  SignalPipe signals{SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD};
+  int started[2];
+  if (pipe2(started, O_CLOEXEC) != 0)
+    return std::unexpected(report(Error{Error::Code::internal, "pipe2 failed"}));
+  const pid_t pid = fork();
+  if (pid < 0) return std::unexpected(report(Error{Error::Code::internal, "fork failed"}));
+  if (pid == 0) {
+    close(started[0]);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGQUIT, &old_quit, nullptr);
+    std::signal(SIGPIPE, SIG_DFL);  // as in exec_in_place
+    std::vector<char*> args;
+    args.reserve(argv.size() + 1);
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    const int err = errno;
+    [[maybe_unused]] auto n = write(started[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(started[1]);
+  int err = 0;
+  const bool failed = read(started[0], &err, sizeof err) == sizeof err;
+  close(started[0]);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    pollfd fd{signals.fd(), POLLIN, 0};
+    if (poll(&fd, 1, 1000) <= 0) continue;
+    char sig = 0;
+    while (read(signals.fd(), &sig, 1) == 1)
+      if (sig != SIGCHLD) kill(pid, sig);
+  }
+  if (failed) {
+    fmt::print(stderr, "rlock: error: cannot run '{}': {}\n", argv[0], std::strerror(err));
+    return std::unexpected(supervise::exec_failure_status(err));
+  }
+  return status;
+}
+
 // --- the run itself --------------------------------------------------------------
 
 /// A held lock, and the local moments that bound its lease.
@@ -234,8 +288,8 @@ std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
 }
 
 /// After the command: --min-hold keeps the lock (it expires by itself at
-/// acquisition + DUR); otherwise it is released.
-void give_back(Context& context, lock::LockClient& client, const std::string& name,
+/// acquisition + DUR); otherwise it is released. True when it was released.
+bool give_back(Context& context, lock::LockClient& client, const std::string& name,
                const Hold& hold, const Timing& timing) {
   auto left = supervise::min_hold_left(hold.acquired, Clock::now(), timing);
   if (left > Millis(0)) {
@@ -245,21 +299,32 @@ void give_back(Context& context, lock::LockClient& client, const std::string& na
     if (kept) {
       context.verbose(
           fmt::format("keeping lock '{}' for {} more (--min-hold)", name, format_duration(left)));
-      return;
+      return false;
     }
     context.warn(fmt::format("warning: could not keep lock '{}' for --min-hold: {}", name,
                              kept.error().message));
-    return;
+    return false;
   }
   auto released = client.release(name, hold.grant.token);
   if (released) {
     context.verbose(fmt::format("released lock '{}'", name));
-  } else if (released.error().code == Error::Code::not_owner) {
+    return true;
+  }
+  if (released.error().code == Error::Code::not_owner) {
     context.warn(fmt::format("warning: lock '{}' was no longer held when the command ended", name));
   } else {
     context.warn(fmt::format("warning: could not release lock '{}' ({}); it expires within {}",
                              name, released.error().message, format_duration(timing.ttl)));
   }
+  return false;
+}
+
+/// --json: run's document, once the command has ended. The command's exit
+/// status stays rlock's: a document that cannot be written is reported,
+/// and only that.
+void print_summary(const Context& context, const std::string& name, const output::RunSummary& run) {
+  if (!context.global.json) return;
+  if (auto printed = output::print_ran(name, run); !printed) (void)report(printed.error());
 }
 
 int lost(const std::string& name, const supervise::Loss& loss) {
@@ -325,6 +390,7 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   supervise::Supervisor supervisor(*child, **heartbeat, *signals, timing, hold.acquired,
                                    hold.confirmed);
   auto outcome = supervisor.run();
+  const Millis held = std::chrono::duration_cast<Millis>(Clock::now() - hold.acquired);
   // The command is over: what is left of its group from here on (a job it
   // left in the background) is not the guardian's to kill. It exits while
   // the lock is released, and is reaped when `child` goes.
@@ -350,7 +416,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     }
     return lost(name, *outcome.loss);
   }
-  give_back(context, client, name, hold, timing);
+  const bool released = give_back(context, client, name, hold, timing);
+  print_summary(context, name, {&hold.grant, outcome.wait_status, held, released});
   return exit_status(outcome);
 }
 
@@ -372,7 +439,12 @@ int run_command(Context& context, const RunOptions& o) {
   if (*nested) {
     context.verbose(
         fmt::format("lock '{}' is held by an enclosing run: running the command", o.lock.name));
-    return exec_in_place(*argv);
+    if (!context.global.json) return exec_in_place(*argv);
+    // --json: the document comes after the command, so rlock stays.
+    auto ran = run_and_wait(*argv);
+    if (!ran) return ran.error();
+    print_summary(context, o.lock.name, {nullptr, *ran, Millis(0), false});
+    return supervise::exit_status_of(*ran);
   }
 
   const sigset_t ignored = supervise::ignored_on_entry();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -256,6 +257,19 @@ Result<void> print_renewed(const std::string& name, Millis ttl, bool json) {
 Result<void> print_released(const std::string& name, bool json) {
   if (!json) return {};
   return emit_named(name, {{"released", true}});
+}
+
+Result<void> print_ran(const std::string& name, const RunSummary& run) {
+  const bool exited = WIFEXITED(run.wait_status);
+  const auto held = [&](auto value) { return run.grant ? Json(value) : Json(); };
+  return emit_named(
+      name, {{"nested", run.grant == nullptr},
+             {"id", run.grant ? Json(short_id(run.grant->token)) : Json()},
+             {"fence", held(static_cast<long long>(run.grant ? run.grant->fence : 0))},
+             {"exit_code", exited ? Json(WEXITSTATUS(run.wait_status)) : Json()},
+             {"signal", WIFSIGNALED(run.wait_status) ? Json(WTERMSIG(run.wait_status)) : Json()},
+             {"held_ms", held(static_cast<long long>(run.held.count()))},
+             {"released", run.released}});
 }
 
 Result<void> print_forced(const std::string& name, const std::vector<lock::HolderView>& evicted,

@@ -40,6 +40,16 @@ void end_quietly_on_broken_pipe();
                                           const lock::Request& request, bool json);
 [[nodiscard]] Result<void> print_renewed(const std::string& name, Millis ttl, bool json);
 [[nodiscard]] Result<void> print_released(const std::string& name, bool json);
+/// `run`'s document (JSON only), once the command has ended: what it ran
+/// under and how it ended. A nested run (the lock held by an enclosing
+/// run) has no grant of its own.
+struct RunSummary {
+  const lock::Grant* grant = nullptr;  // nullptr: nested
+  int wait_status = 0;                 // waitpid's
+  Millis held{0};
+  bool released = false;
+};
+[[nodiscard]] Result<void> print_ran(const std::string& name, const RunSummary& run);
 /// `release --force`: whom it evicted.
 [[nodiscard]] Result<void> print_forced(const std::string& name,
                                         const std::vector<lock::HolderView>& evicted, bool json);

@@ -284,3 +284,40 @@ wait_held() {
   rl 0 run open-out -- /bin/echo hi
   assert_output hi
 }
+
+# --- --json ------------------------------------------------------------------------
+
+@test "run --json: one document after the command's own output: fence, exit code, release" {
+  rl 0 --json run json-run -- echo out
+  assert_equal "${#lines[@]}" 2
+  assert_equal "${lines[0]}" out
+  output="${lines[1]}"
+  assert_json
+  assert_equal "$(json 'd["name"]')" json-run
+  assert_equal "$(json 'd["nested"]')" false
+  assert_equal "$(json 'd["exit_code"]')" 0
+  assert_equal "$(json 'd["signal"]')" null
+  assert_equal "$(json 'd["released"]')" true
+  assert_equal "$(json 'type(d["fence"]).__name__, type(d["held_ms"]).__name__')" "('int', 'int')"
+  [[ "$(json 'd["id"]')" =~ ^[0-9a-f]{8}$ ]]
+  rl 1 status json-run
+
+  # The command's exit status and death by a signal; rlock's status stays the command's.
+  rl 3 --json run json-run -- sh -c 'exit 3'
+  assert_equal "$(json 'd["exit_code"], d["signal"]')" '(3, None)'
+  rl 143 --json run json-run -- sh -c 'kill -TERM $$'
+  assert_equal "$(json 'd["exit_code"], d["signal"]')" '(None, 15)'
+  # --min-hold keeps the lock: not released.
+  rl 0 --json run json-kept --min-hold 5s -- true
+  assert_equal "$(json 'd["released"]')" false
+  rl 0 status json-kept
+}
+
+@test "run --json: a run that did not run its command prints nothing on stdout" {
+  rl 0 acquire json-busy
+  rl 75 --json run json-busy -n -- echo never
+  assert_output ''
+  rl 127 --json run json-none -- no-such-command-here
+  assert_output ''
+  assert_stderr "rlock: error: cannot run 'no-such-command-here': No such file or directory"
+}
