@@ -63,6 +63,21 @@ Result<std::string> role_of(redis::Connection& node, Deadline deadline) {
   return reply->elements[0].str;
 }
 
+/// A Sentinel's refusal of our credentials, worded as one: the password it
+/// wants is the Sentinels' (--sentinel-password-file), not the master's.
+Error sentinels_auth_error(Error error, const redis::Url& sentinel) {
+  if (error.server == redis::ServerError::noauth)
+    error.message = fmt::format(
+        "{} (a Sentinel) needs a password: set RLOCK_SENTINEL_PASSWORD or "
+        "--sentinel-password-file",
+        sentinel.redacted());
+  else
+    error.message = fmt::format("{} (the Sentinels' password is --sentinel-password-file or "
+                                "RLOCK_SENTINEL_PASSWORD)",
+                                error.message);
+  return error;
+}
+
 }  // namespace
 
 Result<redis::Connection> connect_master(const Target& target, int interrupt_fd, Deadline deadline,
@@ -71,7 +86,12 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
   std::vector<std::string> problems;
   std::size_t answered = 0, unknown = 0;
   std::vector<std::string> not_sentinels;
+  // How many Sentinels refused our credentials: only all of them is an
+  // auth error (77). One refusing while the others are out of reach is an
+  // outage like any other, which a waiter rides out (it would make a
+  // short outage of the good ones fatal).
   std::optional<Error> auth_error;
+  std::size_t auth_refusals = 0;
   for (std::size_t k = 0; k < sentinels.size(); ++k) {
     if (Clock::now() >= deadline) break;
     const std::size_t index = (discovery.first + k) % sentinels.size();
@@ -83,15 +103,23 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     auto sentinel = redis::Connection::connect(within(sentinels[index], interrupt_fd, by));
     if (!sentinel) {
       if (sentinel.error().code == Error::Code::interrupted) return sentinel;
-      if (sentinel.error().code == Error::Code::auth) auth_error = sentinel.error();
-      problems.push_back(sentinel.error().message);
+      Error error = sentinel.error();
+      if (error.code == Error::Code::auth) {
+        error = sentinels_auth_error(std::move(error), sentinels[index].url);
+        auth_error = error, ++auth_refusals;
+      }
+      problems.push_back(error.message);
       continue;
     }
     auto answer = ask(*sentinel, target.master_name, by);
     if (!answer) {
       if (answer.error().code == Error::Code::interrupted) return std::unexpected(answer.error());
-      if (answer.error().code == Error::Code::auth) auth_error = answer.error();
-      problems.push_back(answer.error().message);
+      Error error = answer.error();
+      if (error.code == Error::Code::auth) {
+        error = sentinels_auth_error(std::move(error), sentinels[index].url);
+        auth_error = error, ++auth_refusals;
+      }
+      problems.push_back(error.message);
       continue;
     }
     ++answered;
@@ -155,7 +183,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     return fail(Error::Code::config,
                 fmt::format("no Sentinel knows a master named '{}' ({} of {} asked answered)",
                             target.master_name, answered, sentinels.size()));
-  if (answered == 0 && auth_error) return std::unexpected(*auth_error);
+  if (auth_error && auth_refusals == sentinels.size()) return std::unexpected(*auth_error);
   std::string why = problems.empty() ? std::string("no time left to ask")
                                      : fmt::format("{}", fmt::join(problems, "; "));
   return fail(

@@ -50,12 +50,25 @@ setup() {
 
 @test "sentinel auth: without the Sentinel's password, exit 77 naming the Sentinel" {
   rl 77 --password-file "$P/master.pass" acquire a -n
-  assert_regex "$stderr" "127\.0\.0\.1:$SENTINEL_PORT"
-  [[ "$(wc -l <<<"$stderr")" == 1 ]] || fail "more than one line: $stderr"
+  # The password it wants is the Sentinels', not the master's given here.
+  assert_stderr "rlock: error: redis://127.0.0.1:$SENTINEL_PORT/0 (a Sentinel) needs a password: set RLOCK_SENTINEL_PASSWORD or --sentinel-password-file"
 }
 
 @test "sentinel auth: a wrong Sentinel password is 77 too" {
   rl 77 --password-file "$P/master.pass" --sentinel-password-file "$P/wrong.pass" acquire a -n
+  assert_stderr --partial "(the Sentinels' password is --sentinel-password-file or RLOCK_SENTINEL_PASSWORD)"
+}
+
+@test "sentinel auth: one Sentinel refusing while the others do not answer is an outage (69), not 77" {
+  start_hung_server
+  # A waiter that asks again after a short outage of the good Sentinels
+  # must not take one refusal for the answer of all (it gave up, 77).
+  RLOCK_URL="redis-sentinel://127.0.0.1:$HUNG_PORT,127.0.0.1:$SENTINEL_PORT/0#guarded" \
+    rl 69 --connect-timeout 1s --password-file "$P/master.pass" \
+    --sentinel-password-file "$P/wrong.pass" acquire a -n
+  assert_stderr --partial "no master 'guarded' found through the Sentinels"
+  assert_stderr --partial "(the Sentinels' password is --sentinel-password-file"
+  stop_hung_server
 }
 
 @test "sentinel auth: --sentinel-password-file and RLOCK_SENTINEL_PASSWORD both work" {
