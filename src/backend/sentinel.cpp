@@ -72,9 +72,10 @@ Error sentinels_auth_error(Error error, const redis::Url& sentinel) {
         "--sentinel-password-file",
         sentinel.redacted());
   else
-    error.message = fmt::format("{} (the Sentinels' password is --sentinel-password-file or "
-                                "RLOCK_SENTINEL_PASSWORD)",
-                                error.message);
+    error.message = fmt::format(
+        "{} (the Sentinels' password is --sentinel-password-file or "
+        "RLOCK_SENTINEL_PASSWORD)",
+        error.message);
   return error;
 }
 
