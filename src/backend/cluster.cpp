@@ -616,6 +616,25 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
   std::optional<Backoff> backoff;
   const auto owners_before = slot_owners();
   bool second_pass = false;
+  // A master that refuses our credentials is left out at once (no retry
+  // mends that), and the others are listed; only all of them refusing is
+  // the listing's error (77). Without a GapSink the refusal is the error.
+  std::vector<std::pair<NodeAddress, Error>> refused;
+  bool any_listed = false;
+  const auto report_refused = [&]() -> Result<void> {
+    if (refused.empty()) return {};
+    if (!any_listed) return std::unexpected(refused.front().second);
+    for (auto& [node, error] : refused) {
+      error.message = fmt::format(
+          "listing incomplete: Cluster master {} left out (it refused "
+          "our credentials): {}",
+          node.text(), error.message);
+      // Incomplete, as for a master out of reach: 69 with the rest listed.
+      error.code = Error::Code::unreachable;
+      gaps(std::move(error));
+    }
+    return {};
+  };
   for (;;) {
     std::vector<std::pair<NodeAddress, Error>> failed;
     for (const auto& node : serving_masters()) {
@@ -627,9 +646,16 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
       for (int slot = 0; slot < k_cluster_slots && !pending; ++slot)
         pending = !listed[static_cast<size_t>(slot)] && serves(slot);
       if (!pending) continue;
+      if (std::any_of(refused.begin(), refused.end(),
+                      [&](const auto& r) { return r.first == node; }))
+        continue;
       auto done = list_master(node, call, sink);
       if (!done) {
         const Error& error = done.error();
+        if (error.code == Error::Code::auth && gaps) {
+          refused.emplace_back(node, error);
+          continue;
+        }
         if (error.code != Error::Code::unreachable &&
             !server_kind(error, {redis::ServerError::clusterdown, redis::ServerError::readonly,
                                  redis::ServerError::tryagain}))
@@ -643,6 +669,7 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
         if (!first_failure) first_failure = Clock::now();
         continue;
       }
+      any_listed = true;
       for (int slot = 0; slot < k_cluster_slots; ++slot)
         if (serves(slot)) listed[static_cast<size_t>(slot)] = true;
     }
@@ -655,7 +682,7 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
       // Only when a migration is under way or ended meanwhile: a master
       // shows its migrating and importing slots in CLUSTER NODES (a user
       // whose ACL lacks it gets no second look), an ended one moved a slot.
-      if (second_pass || !slots_moving(owners_before)) return {};
+      if (second_pass || !slots_moving(owners_before)) return report_refused();
       second_pass = true;
       std::fill(listed.begin(), listed.end(), false);
       continue;
@@ -675,7 +702,7 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
         if (!gaps) return std::unexpected(std::move(error));
         gaps(std::move(error));
       }
-      return {};
+      return report_refused();
     }
     m_stale = true;
     // A map that cannot be loaded now still names masters to try again.

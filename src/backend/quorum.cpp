@@ -235,6 +235,7 @@ MemberReply reply_of(Result<Outcome> outcome) {
     m.state = MemberReply::State::failed;
     m.problem = outcome.error().message;
     m.misconfigured = outcome.error().code == Error::Code::config;
+    m.auth_refused = outcome.error().code == Error::Code::auth;
   } else if (outcome->ack && !outcome->ack->enough()) {
     // A lease the member's replicas did not acknowledge does not count.
     m.state = MemberReply::State::failed;
@@ -649,7 +650,13 @@ std::optional<Error> QuorumBackend::misconfiguration(
 
 Error QuorumBackend::too_few(const std::string& what,
                              const std::vector<MemberReply>& replies) const {
-  return Error{Error::Code::unreachable,
+  // So many members refuse our credentials that no majority can answer
+  // until they are fixed: an auth error (77), which waiting does not mend,
+  // rather than an outage (69) that a cron wrapper would retry forever.
+  const auto refusing = static_cast<std::size_t>(std::count_if(
+      replies.begin(), replies.end(), [](const MemberReply& m) { return m.auth_refused; }));
+  const bool auth = refusing > replies.size() - lock::majority(replies.size());
+  return Error{auth ? Error::Code::auth : Error::Code::unreachable,
                fmt::format("{} of {} quorum members: a majority is {}{}", what, replies.size(),
                            lock::majority(replies.size()), problems_of(replies)),
                redis::ServerError::none};
@@ -1022,14 +1029,21 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       // have lost locks with its data, which its listing cannot show. (The
       // name only routes the question: no key is read.)
       std::optional<std::int64_t> uptime;
-      if (auto up =
-              backend.run("uptime", lock::uptime_call(), Clock::now() + backend.command_timeout());
-          up && up->reply.type == redis::Reply::Type::integer)
-        uptime = up->reply.integer;
-      auto listed = backend.run_on_every_lock(call);
+      auto up =
+          backend.run("uptime", lock::uptime_call(), Clock::now() + backend.command_timeout());
+      if (up && up->reply.type == redis::Reply::Type::integer) uptime = up->reply.integer;
+      // A member that refused our credentials already is not asked again:
+      // the server may answer a second unauthenticated try by closing the
+      // connection, which would read as out of reach.
+      auto listed = !up && up.error().code == Error::Code::auth
+                        ? decltype(backend.run_on_every_lock(call))(std::unexpected(up.error()))
+                        : backend.run_on_every_lock(call);
       MemberReply m;
       m.state = listed ? MemberReply::State::replied : MemberReply::State::failed;
-      if (!listed) m.problem = listed.error().message;
+      if (!listed) {
+        m.problem = listed.error().message;
+        m.auth_refused = listed.error().code == Error::Code::auth;
+      }
       std::lock_guard lock(batch->mutex);
       batch->uptimes[k] = uptime;
       batch->lists[k] = std::move(listed);
@@ -1072,12 +1086,10 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       }
     }
   }
-  // An ACL refusal on a member stops the listing, as on one server.
-  for (std::size_t k = 0; k < replies->size(); ++k) {
-    std::lock_guard lock(batch->mutex);
-    if (batch->lists[k] && !*batch->lists[k] && batch->lists[k]->error().code == Error::Code::auth)
-      return std::unexpected(batch->lists[k]->error());
-  }
+  // A member that refuses our credentials is left out like one out of
+  // reach (its own line says why), as status NAME and every other call
+  // leave it out; too few left is an auth error when the refusals make it
+  // so (too_few).
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(too_few(fmt::format("only {} listed their locks", answered), *replies));
   // Members up for less than the TTL (the caller's) may have lost locks in

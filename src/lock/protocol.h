@@ -105,6 +105,9 @@ struct MemberReply {
   /// failed: by a configuration error (exit 78: a Sentinel URL naming no
   /// Sentinel, an unknown master name), which no retry or majority mends.
   bool misconfigured = false;
+  /// failed: the member refused our credentials (AUTH, ACL, TLS
+  /// verification): no retry mends it either, until someone fixes them.
+  bool auth_refused = false;
 };
 
 /// Whether the members' answers decide the outcome yet.

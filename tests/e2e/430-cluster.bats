@@ -310,3 +310,26 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   kill -CONT "$pid"
   rm "$M/frozen.pid"
 }
+
+@test "cluster: a master refusing our credentials is left out of the listing (69); all refusing is 77" {
+  local m name refusing="" kept=()
+  for m in $(cluster_masters); do
+    name="$(lock_on_master "$m" refused)"
+    rl 0 acquire "$name" -n -t 60s
+    # One master other than the seed wants another password.
+    if [[ -z "$refusing" && "$m" != "$SEED" ]]; then refusing="$m" refused_name="$name"; else kept+=("$name"); fi
+  done
+  touch "$BATS_FILE_TMPDIR/damaged"
+  for m in $(cluster_masters); do
+    echo "redis-cli -p $m -a other --no-auth-warning CONFIG SET requirepass ''" >>"$M/undo"
+  done
+  cluster_cli "$refusing" CONFIG SET requirepass other >/dev/null
+  rl 69 status
+  for name in "${kept[@]}"; do assert_output --partial "$name"; done
+  refute_output --partial "$refused_name"
+  assert_stderr --partial "listing incomplete: Cluster master 127.0.0.1:$refusing left out (it refused our credentials)"
+  # Every master refusing: an auth error, and nothing listed.
+  for m in $(cluster_masters); do cluster_cli "$m" CONFIG SET requirepass other >/dev/null 2>&1 || true; done
+  rl 77 status
+  assert_output ''
+}

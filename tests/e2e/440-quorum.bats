@@ -19,7 +19,10 @@ teardown() {
   stop_sessions
   kill_bg_pids
   local k
-  for ((k = 1; k <= Q_N; k++)); do q_thaw "$k" 2>/dev/null || true; done
+  for ((k = 1; k <= Q_N; k++)); do
+    q_thaw "$k" 2>/dev/null || true
+    qcli "$k" -a other --no-auth-warning CONFIG SET requirepass '' >/dev/null 2>&1 || true
+  done
 }
 
 # --- tests -------------------------------------------------------------------
@@ -543,4 +546,26 @@ print(v["members"][4]["error"])' "$output"
   q_thaw 1
   q_thaw 2
   assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (5s), 3 for less, 2 did not answer: a majority is 3"
+}
+
+@test "quorum: a member refusing our credentials is left out of the listing (69); a majority refusing is 77" {
+  rl 0 acquire qa -t 10s --owner kept
+  # Member 5 wants another password.
+  qcli 5 CONFIG SET requirepass other >/dev/null
+  rl 0 acquire qb -t 10s
+  rl 69 status -t "$Q_TTL"
+  assert_output --partial qa
+  assert_output --partial qb
+  assert_stderr --partial "quorum member redis://127.0.0.1:$(q_port 5)/0"
+  assert_stderr --partial "this server needs a password"
+  rl 69 status -t "$Q_TTL" --json
+  assert_json
+  assert_equal "$(json 'sorted(l["name"] for l in d["locks"])')" '["qa", "qb"]'
+  # Three of five refusing: no majority until someone fixes the ACL.
+  qcli 1 CONFIG SET requirepass other >/dev/null
+  qcli 2 CONFIG SET requirepass other >/dev/null
+  rl 77 status -t "$Q_TTL"
+  assert_output ''
+  rl 77 acquire qc -n -t "$Q_TTL"
+  rl 77 status -t "$Q_TTL" qa
 }

@@ -88,8 +88,10 @@ url_list() {
   done
   ((held >= 2)) || fail "the lock is in database 3 of $held members"
   mapfile -t urls < <(url_list redis://:wrong@127.0.0.1: P_PORT /3)
-  rl 69,77 "${urls[@]}" acquire pq2 -n -t "$Q_TTL"
+  # Every member refusing the password: an auth error, which no retry mends.
+  rl 77 "${urls[@]}" acquire pq2 -n -t "$Q_TTL"
   assert_stderr --partial "authentication failed"
+  rl 77 "${urls[@]}" status
 }
 
 @test "quorum: a waiter blocks on every member's wake list from one thread, and is woken" {
