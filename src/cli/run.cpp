@@ -444,6 +444,9 @@ int run_command(Context& context, const RunOptions& o) {
     auto ran = run_and_wait(*argv);
     if (!ran) return ran.error();
     print_summary(context, o.lock.name, {nullptr, *ran, Millis(0), false});
+    // A Ctrl-C or Ctrl-\ that killed the command ends rlock the same way
+    // (die_as_told), as if it had been the command, so the shell stops too.
+    if (WIFSIGNALED(*ran)) exit_by_signal(WTERMSIG(*ran));
     return supervise::exit_status_of(*ran);
   }
 

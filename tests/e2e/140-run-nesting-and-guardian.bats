@@ -209,6 +209,11 @@ print(libc.syscall($2, int(sys.argv[1]), int(sys.argv[2]), 1, 0, 0))" "$PPID" "$
   assert_equal "$(json 'd["nested"], d["exit_code"], d["released"]')" '(False, 4, True)'
   rl 127 run nest-json -- "$RLOCK" --json run nest-json -- no-such-command-here
   assert_output ''
+  # A command killed by SIGINT (a Ctrl-C) kills the nested rlock the same
+  # way, as an exec'd command would have died: the shell stops too.
+  rl 130 --json run nest-json -- "$RLOCK" --json run nest-json -- sh -c 'kill -INT $$'
+  output="${lines[1]}"
+  assert_equal "$(json 'd["nested"], d["exit_code"], d["signal"]')" '(False, None, 2)'
 }
 
 @test "run --json nested: a kill of the inner rlock reaches the command, whose end it reports" {
