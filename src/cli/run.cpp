@@ -2,9 +2,7 @@
 /// command under supervision (see src/supervise), releases the lock when the
 /// command ends, and exits with the command's status.
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,58 +152,6 @@ int exec_in_place(const std::vector<std::string>& argv) {
   return supervise::exec_failure_status(err);
 }
 
-/// The command as rlock's child, for a nested run with --json: rlock waits
-/// for it (passing a kill's signal on; the terminal's reach both) and
-/// returns its wait status, or the exit status of a command that could not
-/// start.
-std::expected<int, int> run_and_wait(const std::vector<std::string>& argv) {
-  // The command inherits SIGINT and SIGQUIT as rlock got them (ignored in
-  // a background job); rlock itself leaves them to the command.
-  struct sigaction ignore {
-  }, old_int{}, old_quit{};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGQUIT, &ignore, &old_quit);
-  // Before the fork, so that no signal is lost; SIGCHLD only wakes the wait.
-  SignalPipe signals{SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD};
-  int started[2];
-  if (pipe2(started, O_CLOEXEC) != 0)
-    return std::unexpected(report(Error{Error::Code::internal, "pipe2 failed"}));
-  const pid_t pid = fork();
-  if (pid < 0) return std::unexpected(report(Error{Error::Code::internal, "fork failed"}));
-  if (pid == 0) {
-    close(started[0]);
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGQUIT, &old_quit, nullptr);
-    std::signal(SIGPIPE, SIG_DFL);  // as in exec_in_place
-    std::vector<char*> args;
-    args.reserve(argv.size() + 1);
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    const int err = errno;
-    [[maybe_unused]] auto n = write(started[1], &err, sizeof err);
-    _exit(127);
-  }
-  close(started[1]);
-  int err = 0;
-  const bool failed = read(started[0], &err, sizeof err) == sizeof err;
-  close(started[0]);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    pollfd fd{signals.fd(), POLLIN, 0};
-    if (poll(&fd, 1, 1000) <= 0) continue;
-    char sig = 0;
-    while (read(signals.fd(), &sig, 1) == 1)
-      if (sig != SIGCHLD) kill(pid, sig);
-  }
-  if (failed) {
-    fmt::print(stderr, "rlock: error: cannot run '{}': {}\n", argv[0], std::strerror(err));
-    return std::unexpected(supervise::exec_failure_status(err));
-  }
-  return status;
-}
-
 // --- the run itself --------------------------------------------------------------
 
 /// A held lock, and the local moments that bound its lease.
@@ -335,12 +281,17 @@ int lost(const std::string& name, const supervise::Loss& loss) {
 
 /// The command's status, except when rlock was told to stop (signal N) and
 /// the command died from a signal (the forwarded one or our SIGKILL): then
-/// 128+N, as if rlock itself had been killed by N.
-int exit_status(const supervise::Outcome& outcome) {
+/// 128+N, as if rlock itself had been killed by N. With the terminal given
+/// to the command, a Ctrl-C or Ctrl-\ reaches the command alone: when it
+/// dies of it, rlock dies of it too (die_as_told), as it would have beside
+/// the command in one foreground group, so that the shell stops there.
+int exit_status(const supervise::Outcome& outcome, bool gave_terminal) {
   if (outcome.signal && WIFSIGNALED(outcome.wait_status)) {
     exit_by_signal(outcome.signal);
     return 128 + outcome.signal;
   }
+  if (gave_terminal && WIFSIGNALED(outcome.wait_status))
+    exit_by_signal(WTERMSIG(outcome.wait_status));
   return supervise::exit_status_of(outcome.wait_status);
 }
 
@@ -417,8 +368,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     return lost(name, *outcome.loss);
   }
   const bool released = give_back(context, client, name, hold, timing);
-  print_summary(context, name, {&hold.grant, outcome.wait_status, held, released});
-  return exit_status(outcome);
+  print_summary(context, name, {hold.grant, outcome.wait_status, held, released});
+  return exit_status(outcome, launch.take_terminal);
 }
 
 int run_command(Context& context, const RunOptions& o) {
@@ -439,15 +390,9 @@ int run_command(Context& context, const RunOptions& o) {
   if (*nested) {
     context.verbose(
         fmt::format("lock '{}' is held by an enclosing run: running the command", o.lock.name));
-    if (!context.global.json) return exec_in_place(*argv);
-    // --json: the document comes after the command, so rlock stays.
-    auto ran = run_and_wait(*argv);
-    if (!ran) return ran.error();
-    print_summary(context, o.lock.name, {nullptr, *ran, Millis(0), false});
-    // A Ctrl-C or Ctrl-\ that killed the command ends rlock the same way
-    // (die_as_told), as if it had been the command, so the shell stops too.
-    if (WIFSIGNALED(*ran)) exit_by_signal(WTERMSIG(*ran));
-    return supervise::exit_status_of(*ran);
+    // It becomes the command: with --json too, the enclosing run's
+    // document is the one that reports it.
+    return exec_in_place(*argv);
   }
 
   const sigset_t ignored = supervise::ignored_on_entry();

@@ -261,14 +261,12 @@ Result<void> print_released(const std::string& name, bool json) {
 
 Result<void> print_ran(const std::string& name, const RunSummary& run) {
   const bool exited = WIFEXITED(run.wait_status);
-  const auto held = [&](auto value) { return run.grant ? Json(value) : Json(); };
   return emit_named(
-      name, {{"nested", run.grant == nullptr},
-             {"id", run.grant ? Json(short_id(run.grant->token)) : Json()},
-             {"fence", held(static_cast<long long>(run.grant ? run.grant->fence : 0))},
+      name, {{"id", short_id(run.grant.token)},
+             {"fence", static_cast<long long>(run.grant.fence)},
              {"exit_code", exited ? Json(WEXITSTATUS(run.wait_status)) : Json()},
              {"signal", WIFSIGNALED(run.wait_status) ? Json(WTERMSIG(run.wait_status)) : Json()},
-             {"held_ms", held(static_cast<long long>(run.held.count()))},
+             {"held_ms", static_cast<long long>(run.held.count())},
              {"released", run.released}});
 }
 

@@ -41,11 +41,10 @@ void end_quietly_on_broken_pipe();
 [[nodiscard]] Result<void> print_renewed(const std::string& name, Millis ttl, bool json);
 [[nodiscard]] Result<void> print_released(const std::string& name, bool json);
 /// `run`'s document (JSON only), once the command has ended: what it ran
-/// under and how it ended. A nested run (the lock held by an enclosing
-/// run) has no grant of its own.
+/// under and how it ended.
 struct RunSummary {
-  const lock::Grant* grant = nullptr;  // nullptr: nested
-  int wait_status = 0;                 // waitpid's
+  const lock::Grant& grant;
+  int wait_status = 0;  // waitpid's
   Millis held{0};
   bool released = false;
 };

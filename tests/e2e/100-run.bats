@@ -294,7 +294,6 @@ wait_held() {
   output="${lines[1]}"
   assert_json
   assert_equal "$(json 'd["name"]')" json-run
-  assert_equal "$(json 'd["nested"]')" false
   assert_equal "$(json 'd["exit_code"]')" 0
   assert_equal "$(json 'd["signal"]')" null
   assert_equal "$(json 'd["released"]')" true

@@ -29,6 +29,16 @@ shell() {
 # The prompt ptyshell.py gives bash, at the end of what was printed.
 PROMPT='?PROMPT\$ $'
 
+@test "job control: Ctrl-C kills the command and rlock dies of it too: the shell stops the command list, as with flock" {
+  local run
+  printf -v run '%q run jc-c -t 30s -- bash -c %q; echo "after-$((6 * 7))"\n' "$RLOCK" 'echo "go-$((6 * 7))"; sleep 20'
+  shell ">$run" '?go-42' '>\x03' "$PROMPT" '>echo "rc=$?"\n' '?rc=[0-9]+'
+  # Bash goes on with a list only when the job exited; dead of SIGINT, it stops.
+  refute_output --partial 'after-42'
+  assert_output --partial 'rc=130'
+  rl 1 status jc-c
+}
+
 @test "job control: Ctrl-Z stops rlock with its command and gives the prompt back; fg resumes both" {
   local run
   printf -v run '%q run jc-z -t 30s -- bash -c %q\n' "$RLOCK" 'echo "go-$((6 * 7))"; sleep 1.5; echo "done-$((6 * 7))"'

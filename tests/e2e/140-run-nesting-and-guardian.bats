@@ -198,33 +198,13 @@ print(libc.syscall($2, int(sys.argv[1]), int(sys.argv[2]), 1, 0, 0))" "$PPID" "$
   assert_line -n 1 1
 }
 
-@test "run --json nested in a run of the same lock: the document says nested, after the command" {
+@test "run --json nested in a run of the same lock: it becomes the command, and the enclosing run's document reports it" {
+  # One document, the enclosing run's: the nested rlock exec'd the command
+  # (killing it kills the command, a signal reaches the command once).
   rl 4 --json run nest-json -- "$RLOCK" --json run nest-json -- sh -c 'echo inner; exit 4'
-  assert_equal "${#lines[@]}" 3
+  assert_equal "${#lines[@]}" 2
   assert_equal "${lines[0]}" inner
   output="${lines[1]}"
   assert_json
-  assert_equal "$(json 'd["nested"], d["exit_code"], d["fence"], d["released"]')" '(True, 4, None, False)'
-  output="${lines[2]}"
-  assert_equal "$(json 'd["nested"], d["exit_code"], d["released"]')" '(False, 4, True)'
-  rl 127 run nest-json -- "$RLOCK" --json run nest-json -- no-such-command-here
-  assert_output ''
-  # A command killed by SIGINT (a Ctrl-C) kills the nested rlock the same
-  # way, as an exec'd command would have died: the shell stops too.
-  rl 130 --json run nest-json -- "$RLOCK" --json run nest-json -- sh -c 'kill -INT $$'
-  output="${lines[1]}"
-  assert_equal "$(json 'd["nested"], d["exit_code"], d["signal"]')" '(False, None, 2)'
-}
-
-@test "run --json nested: a kill of the inner rlock reaches the command, whose end it reports" {
-  bg_rlock outer --json run nest-kill -- "$RLOCK" --json run nest-kill -- \
-    sh -c 'trap "echo got-term; exit 9" TERM; echo $PPID >"$1"; while :; do sleep 0.05; done' \
-    sh "$M/inner"
-  wait_for_file "$M/inner"
-  # The command's parent is the inner rlock (with --json it does not exec).
-  kill -TERM "$(<"$M/inner")"
-  bg_wait outer 9
-  assert_equal "${lines[0]}" got-term
-  output="${lines[1]}"
-  assert_equal "$(json 'd["nested"], d["exit_code"]')" '(True, 9)'
+  assert_equal "$(json 'd["exit_code"], d["released"]')" '(4, True)'
 }
