@@ -620,17 +620,21 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
   // mends that), and the others are listed; only all of them refusing is
   // the listing's error (77). Without a GapSink the refusal is the error.
   std::vector<std::pair<NodeAddress, Error>> refused;
-  bool any_listed = false;
+  // Whether a master was listed, or left out for being out of reach (an
+  // outage, which waiting may mend): either way not every master refused.
+  bool any_listed = false, any_unreachable = false;
   const auto report_refused = [&]() -> Result<void> {
     if (refused.empty()) return {};
-    if (!any_listed) return std::unexpected(refused.front().second);
+    if (!any_listed && !any_unreachable) return std::unexpected(refused.front().second);
     for (auto& [node, error] : refused) {
       error.message = fmt::format(
           "listing incomplete: Cluster master {} left out (it refused "
           "our credentials): {}",
           node.text(), error.message);
-      // Incomplete, as for a master out of reach: 69 with the rest listed.
+      // Incomplete, as for a master out of reach: 69 with the rest listed;
+      // the line names the master, without the server's URL in front.
       error.code = Error::Code::unreachable;
+      error.origin.clear();
       gaps(std::move(error));
     }
     return {};
@@ -701,6 +705,7 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
             error.message);
         if (!gaps) return std::unexpected(std::move(error));
         gaps(std::move(error));
+        any_unreachable = true;
       }
       return report_refused();
     }

@@ -333,3 +333,24 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   rl 77 status
   assert_output ''
 }
+
+@test "cluster: a master refusing SCAN while the other shards are out of reach: each named, exit 69, not 77" {
+  local masters refusing m p frozen=()
+  masters="$(cluster_masters)"
+  refusing="$(head -1 <<<"$masters")"
+  touch "$BATS_FILE_TMPDIR/damaged"
+  echo "redis-cli -p $refusing ACL SETUSER default +scan" >>"$M/undo"
+  cluster_cli "$refusing" ACL SETUSER default -scan >/dev/null
+  # Both other shards frozen, master and replica: out of reach, not refusing.
+  for m in $(tail -n +2 <<<"$masters"); do
+    for p in "$m" "$(replica_of "$m")"; do frozen+=("$(cluster_node_pid "$p")"); done
+  done
+  printf 'kill -CONT %s\n' "${frozen[@]}" >>"$M/undo"
+  kill -STOP "${frozen[@]}"
+  RLOCK_URL="$(cluster_url "$refusing")" rl 69 --connect-timeout 1s status
+  kill -CONT "${frozen[@]}"
+  assert_stderr --partial "rlock: error: listing incomplete: Cluster master 127.0.0.1:$refusing left out (it refused our credentials): NOPERM"
+  for m in $(tail -n +2 <<<"$masters"); do
+    assert_stderr --partial "listing incomplete: Cluster master 127.0.0.1:$m left out (still out of reach"
+  done
+}
