@@ -71,6 +71,9 @@ Error sentinels_auth_error(Error error, const redis::Url& sentinel) {
         "{} (a Sentinel) needs a password: set RLOCK_SENTINEL_PASSWORD or "
         "--sentinel-password-file",
         sentinel.redacted());
+  else if (error.message.find("NOPERM") != std::string::npos)
+    // The password was taken; the Sentinel's ACL lacks a command.
+    error.message = fmt::format("{} (a Sentinel's ACL)", error.message);
   else
     error.message = fmt::format(
         "{} (the Sentinels' password is --sentinel-password-file or "

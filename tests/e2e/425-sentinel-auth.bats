@@ -91,3 +91,12 @@ setup() {
   refute_output --partial master-secret
   assert_output --partial "RLOCK_URL=redis-sentinel://127.0.0.1:$SENTINEL_PORT/0#guarded"
 }
+
+@test "sentinel auth: a Sentinel whose ACL lacks the command is 77, and not blamed on the password" {
+  redis-cli -p "$SENTINEL_PORT" -a sentinel-secret --no-auth-warning ACL SETUSER default '-sentinel|get-master-addr-by-name' >/dev/null
+  rl 77 --password-file "$P/master.pass" --sentinel-password-file "$P/sentinel.pass" acquire a -n
+  redis-cli -p "$SENTINEL_PORT" -a sentinel-secret --no-auth-warning ACL SETUSER default +@all >/dev/null
+  assert_stderr --partial "NOPERM"
+  assert_stderr --partial "(a Sentinel's ACL)"
+  refute_stderr --partial "password is"
+}
