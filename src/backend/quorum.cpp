@@ -229,13 +229,18 @@ MemberReply failed_reply(std::string problem) {
   return m;
 }
 
+/// A member that failed with `error`: why, and whether no retry mends it.
+MemberReply failed_reply(const Error& error) {
+  MemberReply m = failed_reply(error.message);
+  m.misconfigured = error.code == Error::Code::config;
+  m.auth_refused = error.code == Error::Code::auth;
+  return m;
+}
+
 MemberReply reply_of(Result<Outcome> outcome) {
   MemberReply m;
   if (!outcome) {
-    m.state = MemberReply::State::failed;
-    m.problem = outcome.error().message;
-    m.misconfigured = outcome.error().code == Error::Code::config;
-    m.auth_refused = outcome.error().code == Error::Code::auth;
+    m = failed_reply(outcome.error());
   } else if (outcome->ack && !outcome->ack->enough()) {
     // A lease the member's replicas did not acknowledge does not count.
     m.state = MemberReply::State::failed;
@@ -1035,15 +1040,14 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       // A member that refused our credentials already is not asked again:
       // the server may answer a second unauthenticated try by closing the
       // connection, which would read as out of reach.
-      auto listed = !up && up.error().code == Error::Code::auth
-                        ? decltype(backend.run_on_every_lock(call))(std::unexpected(up.error()))
-                        : backend.run_on_every_lock(call);
+      Result<std::vector<NamedReply>> listed = !up && up.error().code == Error::Code::auth
+                                                   ? std::unexpected(up.error())
+                                                   : backend.run_on_every_lock(call);
       MemberReply m;
-      m.state = listed ? MemberReply::State::replied : MemberReply::State::failed;
-      if (!listed) {
-        m.problem = listed.error().message;
-        m.auth_refused = listed.error().code == Error::Code::auth;
-      }
+      if (listed)
+        m.state = MemberReply::State::replied;
+      else
+        m = failed_reply(listed.error());
       std::lock_guard lock(batch->mutex);
       batch->uptimes[k] = uptime;
       batch->lists[k] = std::move(listed);

@@ -96,6 +96,14 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
   // short outage of the good ones fatal).
   std::optional<Error> auth_error;
   std::size_t auth_refusals = 0;
+  // A Sentinel that failed us (connecting, or asking): why, for the message.
+  const auto failed = [&](Error error, const redis::Url& sentinel) {
+    if (error.code == Error::Code::auth) {
+      error = sentinels_auth_error(std::move(error), sentinel);
+      auth_error = error, ++auth_refusals;
+    }
+    problems.push_back(std::move(error.message));
+  };
   for (std::size_t k = 0; k < sentinels.size(); ++k) {
     if (Clock::now() >= deadline) break;
     const std::size_t index = (discovery.first + k) % sentinels.size();
@@ -107,23 +115,13 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     auto sentinel = redis::Connection::connect(within(sentinels[index], interrupt_fd, by));
     if (!sentinel) {
       if (sentinel.error().code == Error::Code::interrupted) return sentinel;
-      Error error = sentinel.error();
-      if (error.code == Error::Code::auth) {
-        error = sentinels_auth_error(std::move(error), sentinels[index].url);
-        auth_error = error, ++auth_refusals;
-      }
-      problems.push_back(error.message);
+      failed(sentinel.error(), sentinels[index].url);
       continue;
     }
     auto answer = ask(*sentinel, target.master_name, by);
     if (!answer) {
       if (answer.error().code == Error::Code::interrupted) return std::unexpected(answer.error());
-      Error error = answer.error();
-      if (error.code == Error::Code::auth) {
-        error = sentinels_auth_error(std::move(error), sentinels[index].url);
-        auth_error = error, ++auth_refusals;
-      }
-      problems.push_back(error.message);
+      failed(answer.error(), sentinels[index].url);
       continue;
     }
     ++answered;
