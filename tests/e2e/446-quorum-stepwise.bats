@@ -17,8 +17,11 @@ setup_file() {
     export "P_PORT_$k=$REDIS_PORT"
   done
   # The quorum suites' TTL: the servers must be older than it (the
-  # delayed-restart rule), and the last ones started just now.
-  sleep "$Q_MIN_UPTIME"
+  # delayed-restart rule), and the last ones started just now. A server
+  # counts its uptime as uptime_in_seconds less one (lock.lua), so one
+  # second more, as q_wait_uptime waits: a TLS member still young made the
+  # acquire with another member frozen wait for it (2.4 s).
+  sleep "$((Q_MIN_UPTIME + 1))"
   export RLOCK_URL="$(q_urls)"
 }
 
