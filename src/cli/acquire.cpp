@@ -25,20 +25,20 @@ Action register_acquire(CLI::App& command, Context& context) {
     if (context.show_command()) plan->request.who.command = process_command(caller);
     // Ctrl-C or a kill while waiting leaves the queue and exits 128+N.
     SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP};
-    auto grant =
-        client->acquire(plan->request, plan->wait, context.progress(options->name), interrupt.fd());
+    auto taken = context.take(*client, *plan, interrupt.fd());
     context.finish_progress();
-    if (!grant) {
-      if (grant.error().code == Error::Code::interrupted && interrupt.received()) {
+    if (!taken) {
+      if (taken.error().code == Error::Code::interrupted && interrupt.received()) {
         exit_by_signal(interrupt.received());
         return 128 + interrupt.received();
       }
-      if (grant.error().code == Error::Code::busy) {
-        context.report_busy(*client, options->name, grant.error());
+      if (taken.error().code == Error::Code::busy) {
+        context.report_busy(*client, options->name, taken.error());
         return plan->conflict_exit_code;
       }
-      return report(grant.error());
+      return report(taken.error());
     }
+    const lock::Grant* grant = &taken->grant;
     // A token nobody received is a lock nobody can release: if it could not
     // be written, release the lock and fail.
     auto printed =

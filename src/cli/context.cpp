@@ -12,6 +12,7 @@
 #include "output/columns.h"
 #include "output/render.h"
 #include "output/text.h"
+#include "supervise/timing.h"
 #include "util/number.h"
 
 namespace rlock::cli {
@@ -232,6 +233,33 @@ lock::LockClient::Progress Context::progress(const std::string& name) {
 
 void Context::finish_progress() const {
   if (m_progress_shown && interactive()) fmt::print(stderr, "\r\x1b[K");
+}
+
+Result<Taken> Context::take(lock::LockClient& client, const LockPlan& plan, int interrupt_fd) {
+  const auto& name = plan.request.name;
+  const Deadline start = Clock::now();
+  for (;;) {
+    std::optional<Millis> wait = plan.wait;
+    if (wait)
+      wait = std::max(*wait - std::chrono::duration_cast<Millis>(Clock::now() - start), Millis(0));
+    const Deadline before = Clock::now();
+    auto grant = client.acquire(plan.request, wait, progress(name), interrupt_fd);
+    if (!grant) return std::unexpected(grant.error());
+    if (Clock::now() - before <= supervise::renew_interval(plan.request.ttl))
+      return Taken{*grant, before};
+    const Deadline sent = Clock::now();
+    auto renewed = client.renew(name, grant->token, plan.request.ttl,
+                                sent + client.backend().command_timeout());
+    if (renewed) return Taken{*grant, sent};
+    if (renewed.error().code != Error::Code::not_owner) {
+      (void)client.release(name, grant->token);
+      return std::unexpected(renewed.error());
+    }
+    verbose(fmt::format(
+        "lock '{}' was lost before it was used (its lease ran out right after the grant); "
+        "waiting for it again",
+        name));
+  }
 }
 
 void Context::report_busy(lock::LockClient& client, const std::string& name,

@@ -46,6 +46,13 @@ struct LockPlan {
   int conflict_exit_code = 75;
 };
 
+/// A lock taken, and a time at or before which its lease began: it lasts
+/// the TTL from `confirmed` at least.
+struct Taken {
+  lock::Grant grant;
+  Deadline confirmed;
+};
+
 class Context {
  public:
   GlobalOptions global;
@@ -74,6 +81,17 @@ class Context {
   /// terminal (or one line with -v); finish_progress() clears it.
   lock::LockClient::Progress progress(const std::string& name);
   void finish_progress() const;
+  /// Takes the lock as `plan` says (LockClient::acquire, with progress()),
+  /// and makes sure its lease is still running. The lease began when the
+  /// winning try ran on the server, which may be long before this process
+  /// reads the reply: the confirmation a waiter sends ahead with its wait
+  /// runs when the lock is handed over, even while the waiter is stopped
+  /// or swapped out. So a grant that took more than a third of the TTL is
+  /// renewed once, which gives the lease a known start; a lease that ran
+  /// out meanwhile held nothing for us, and the wait goes on within what
+  /// is left of it. Any other failure of that renewal gives the lock back.
+  /// `interrupt_fd` readable: the error is interrupted.
+  Result<Taken> take(lock::LockClient& client, const LockPlan& plan, int interrupt_fd);
   /// The line (or silence, off a terminal) for a busy lock.
   /// Looks up the holder only when the line will be shown.
   void report_busy(lock::LockClient& client, const std::string& name, const Error& error) const;

@@ -164,58 +164,21 @@ struct Hold {
 /// What ends a run before the command starts: an exit status.
 using Early = int;
 
-/// What is left of `wait` (nullopt: forever) since `start`.
-std::optional<Millis> wait_left(std::optional<Millis> wait, Deadline start) {
-  if (!wait) return std::nullopt;
-  auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start);
-  return std::max(*wait - waited, Millis(0));
-}
-
 /// Takes the lock; Ctrl-C or a kill while waiting leaves the queue and
 /// exits 128+N. Returns with the forwarded signals blocked, so that none is
 /// lost (or kills us) before the supervisor reads them.
 std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
-                                     const LockPlan& plan, const Timing& timing,
-                                     const sigset_t& ignored, sigset_t& original_mask) {
+                                     const LockPlan& plan, const sigset_t& ignored,
+                                     sigset_t& original_mask) {
   const auto& name = plan.request.name;
-  const Deadline start = Clock::now();
   SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   supervise::keep_ignored(ignored);
   std::optional<Hold> hold;
   std::optional<Error> failure;
-  while (!hold && !failure && !interrupt.received()) {
-    Deadline before = Clock::now();
-    auto grant = client.acquire(plan.request, wait_left(plan.wait, start), context.progress(name),
-                                interrupt.fd());
-    if (!grant) {
-      failure = grant.error();
-      break;
-    }
-    Hold granted{*grant, Clock::now(), before};
-    // The lease began when the winning try was sent, somewhere in a wait
-    // that may have been long: then renew once now, so that the local
-    // deadline starts from a known send time instead of a pessimistic one.
-    if (granted.acquired - before > timing.renew_interval) {
-      auto sent = Clock::now();
-      auto renewed = client.renew(name, granted.grant.token, timing.ttl,
-                                  sent + client.backend().command_timeout());
-      if (!renewed && renewed.error().code == Error::Code::not_owner) {
-        // The lease ran out between the grant and this renewal (a slow
-        // network right after the wait): nothing ran under it, so go back
-        // to waiting with what is left of -w, like any other waiter.
-        context.verbose(fmt::format(
-            "lock '{}' was lost before the command started; waiting for it again", name));
-        continue;
-      }
-      if (!renewed) {
-        (void)client.release(name, granted.grant.token);
-        failure = renewed.error();
-        break;
-      }
-      granted.confirmed = sent;
-    }
-    hold = granted;
-  }
+  if (auto taken = context.take(client, plan, interrupt.fd()))
+    hold = Hold{taken->grant, Clock::now(), taken->confirmed};
+  else
+    failure = taken.error();
   original_mask = supervise::block_forwarded_signals(ignored);
   context.finish_progress();
   if (int sig = interrupt.received()) {
@@ -397,7 +360,7 @@ int run_command(Context& context, const RunOptions& o) {
 
   const sigset_t ignored = supervise::ignored_on_entry();
   sigset_t original_mask;
-  auto hold = take_lock(context, *client, *plan, *timing, ignored, original_mask);
+  auto hold = take_lock(context, *client, *plan, ignored, original_mask);
   if (!hold) return hold.error();
   return supervise_command(context, *client, o.lock.name, *hold, *timing, std::move(*argv), ignored,
                            original_mask);

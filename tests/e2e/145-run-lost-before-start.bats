@@ -72,7 +72,7 @@ EOF
   rl 0 --url "$PROXY_URL" -v run -w 10s -t 1s slow -- echo hi
   assert_output hi
   [[ -e "$M/delayed" ]] || fail "the proxy never held back a renewal"
-  assert_stderr --partial "was lost before the command started; waiting for it again"
+  assert_stderr --partial "was lost before it was used (its lease ran out right after the grant); waiting for it again"
   rl 1 status slow
 }
 

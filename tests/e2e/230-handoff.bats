@@ -159,6 +159,35 @@ handoff_once() {
   rl 0 release dead --token "$(<"$BATS_TEST_TMPDIR/C.out")"
 }
 
+@test "handoff: a waiter stopped past its lease after the handoff prints no token it lost, and waits again" {
+  rl 0 acquire stale -t 30s
+  local holder="$output"
+  queue B stale -t 3s
+  # Stopped while blocked: the release grants B the lock and the acquire B
+  # sent ahead confirms it for B's 3 s TTL, which runs out while B sleeps.
+  stop_blocked 1 B
+  rl 0 release stale --token "$holder"
+  nap 3.8
+  rl 0 acquire stale -t 20s --owner other
+  local other="$output"
+  cont_bg B
+  nap 1.5
+  if ! running "$(<"$BATS_TEST_TMPDIR/B.pid")"; then
+    bg_wait B 0,1,69,75
+    fail "B exited $status with '$output' while 'other' held the lock"
+  fi
+  run holders stale
+  assert_line --index 0 --regexp '^other:'
+  assert_equal "${#lines[@]}" 1
+  run waiter_owners stale
+  assert_output B
+  rl 0 release stale --token "$other"
+  bg_wait B 0
+  local token="$output"
+  rl 0 renew stale --token "$token"
+  rl 0 release stale --token "$token"
+}
+
 @test "handoff: a semaphore release grants the freed places to the next waiters in order" {
   rl 0 acquire sem -l 2 -t 30s
   local a1="$output"
