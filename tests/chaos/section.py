@@ -26,7 +26,10 @@ def record(ev, **fields):
     os.write(log, (json.dumps(fields) + "\n").encode())
 
 
-record("start", fence=int(os.environ["RLOCK_FENCE"]), worker=worker, pgid=os.getpgid(0))
+# The wrapper (rlock run, this process's parent) is named, so that the
+# checker can tell that every wrapper which exited 0 did run its command.
+record("start", fence=int(os.environ["RLOCK_FENCE"]), worker=worker, pgid=os.getpgid(0),
+       wrapper=os.getppid())
 with open(counter_path) as f:
     value = int(f.read() or "0")
 record("read", value=value)
