@@ -202,6 +202,7 @@ class ClusterBackend final : public Backend {
     copy->m_replicas = m_replicas;
     copy->m_stale = m_stale;
     copy->m_replicas_seen = m_replicas_seen;
+    copy->m_slot_master = m_slot_master;
     return copy;
   }
 
@@ -251,13 +252,35 @@ class ClusterBackend final : public Backend {
   bool m_stale = false;
   std::map<std::string, redis::Connection> m_connections;
   std::optional<redis::Connection> m_dropped;  // see drop()
+  /// The replicas the master `node` of `slot` must acknowledge a lease to
+  /// (see execute()): the most it has been seen with, per master, except
+  /// after a failover: when the slot's master is not the one this slot was
+  /// last served by, the new one is asked for no more than the old one was
+  /// seen with less one (one of those replicas is now the master, as
+  /// Sentinel's). A master that comes back after its successor died keeps
+  /// no high-water mark from before, when that successor was its replica.
+  int& replicas_seen(int slot, const NodeAddress& node);
+
   /// Per master (host:port): the most replicas it has been seen with (see
   /// execute()).
   std::map<std::string, int> m_replicas_seen;
+  /// Per slot used: the master it was last served by (replicas_seen()).
+  std::map<int, std::string> m_slot_master;
   /// The refusal the Cluster has kept answering, across operations (Backoff).
   std::optional<Refusing> m_refusing;
   int m_interrupt_fd = -1;
 };
+
+int& ClusterBackend::replicas_seen(int slot, const NodeAddress& node) {
+  std::string id = node.text();
+  int& seen = m_replicas_seen[id];
+  auto [last, first] = m_slot_master.try_emplace(slot, id);
+  if (!first && last->second != id) {
+    seen = std::min(seen, std::max(0, m_replicas_seen[last->second] - 1));
+    last->second = std::move(id);
+  }
+  return seen;
+}
 
 void ClusterBackend::set_owner(int slot, const NodeAddress& node) {
   auto found = std::find(m_masters.begin(), m_masters.end(), node);
@@ -391,8 +414,9 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
     } else {
       reused = m_connections.contains(node->text());
       auto conn = connection(*node, deadline);
-      // Replicas are seen per master: a promoted replica starts afresh.
-      int& seen = m_replicas_seen[node->text()];
+      // Replicas are seen per master. An ASK sends one command to a slot's
+      // next master while the slot is still the other's.
+      int& seen = ask ? m_replicas_seen[node->text()] : replicas_seen(slot, *node);
       // Half of what is left at most (see failover_try_deadline): a master
       // that hangs is how a shard most often starts failing over.
       outcome = conn ? execute(**conn, m_target.replicas, seen, keys, call,
@@ -499,7 +523,7 @@ Result<std::optional<Outcome>> ClusterBackend::wait_then_run(const std::string& 
   const auto blpop = blpop_command(key, block);
   redis::Reply woke;
   const std::string where = (*conn)->describe();
-  auto outcome = execute(**conn, m_target.replicas, m_replicas_seen[node->text()], keys, then,
+  auto outcome = execute(**conn, m_target.replicas, replicas_seen(key_slot(key), *node), keys, then,
                          deadline, false, &blpop, &woke);
   // A refused BLPOP (MOVED, READONLY, ...) explains the script's refusal
   // too; otherwise a failed script is handled as a failed wait: ask again

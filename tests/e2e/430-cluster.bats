@@ -221,18 +221,27 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   assert_equal "$(<"$counter")" 8
 }
 
-@test "cluster: CLUSTER FAILOVER of the lock's shard during a 10 s-TTL run: exits 0, the watcher never gets in" {
-  local name old new before
-  name="$(lock_not_on_master "$SEED" failover)"
+# failover_during_run PREFIX SECONDS: a 10 s-TTL run of SECONDS on a lock
+# (PREFIX-N) of a shard other than the seed's, a watcher, then CLUSTER
+# FAILOVER of that shard; returns once a renewal reached the new master.
+# Sets name, old and new (the masters' ports).
+failover_during_run() {
+  local before
+  name="$(lock_not_on_master "$SEED" "$1")"
   old="$(master_of_lock "$name")"
   touch "$BATS_FILE_TMPDIR/damaged"
-  run_section "$name" 5 -t 10s
+  run_section "$name" "$2" -t 10s
   start_watcher "$name"
   sleep 1
   before="$(holder_expiry "$old" "$name")"
   [[ -n "$before" ]] || fail "no holder on the lock's master"
   new="$(failover_shard "$old" 10)"
   wait_renewed "$new" "$name" "$before" >/dev/null
+}
+
+@test "cluster: CLUSTER FAILOVER of the lock's shard during a 10 s-TTL run: exits 0, the watcher never gets in" {
+  local name old new
+  failover_during_run failover 5
   bg_wait job 0 20
   stop_watcher
   check_watcher_kept_out
@@ -259,6 +268,25 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   # The final release goes to the node the URL names, which is gone: a
   # warning, and the lock expires within its TTL.
   bg_wait job 0 20
+  stop_watcher
+  check_watcher_kept_out
+}
+
+@test "cluster: CLUSTER FAILOVER, then kill -9 of the new master (the first one is back, without a replica): a 10 s-TTL run exits 0" {
+  local name old new back before k
+  failover_during_run twice 14
+  # The old master is the new one's replica now; with the new master gone,
+  # it serves the slot again, and has no replica left to acknowledge.
+  for ((k = 0; k < 100; k++)); do
+    [[ "$(replica_of "$new")" == "$old" ]] && break
+    nap 0.1
+  done
+  assert_equal "$(replica_of "$new")" "$old"
+  before="$(holder_expiry "$new" "$name")"
+  back="$(kill_shard_master "$new" 15)"
+  assert_equal "$back" "$old"
+  wait_renewed "$back" "$name" "$before" >/dev/null
+  bg_wait job 0 25
   stop_watcher
   check_watcher_kept_out
 }
