@@ -75,6 +75,9 @@ std::string printable(std::string_view s) {
 }
 
 bool name_needs_quoting(std::string_view name) {
+  // A space at either end would vanish in a padded column, or read as the
+  // name without it.
+  if (!name.empty() && (name.front() == ' ' || name.back() == ' ')) return true;
   // Printable ASCII, the common case (one test a byte: a status listing
   // asks this of every name).
   if (std::all_of(name.begin(), name.end(),

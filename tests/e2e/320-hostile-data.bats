@@ -85,6 +85,23 @@ EOF2
   assert_line --index 0 --regexp "^lock \\\$'it\\\\'s': held "
 }
 
+@test "hostile data: names that differ only by a space at either end are told apart in the listing" {
+  rl 0 acquire --owner plain x
+  rl 0 acquire --owner trailing "x "
+  rl 0 acquire --owner leading " x"
+  rl 0 status
+  assert_line --regexp "^x +exclusive +1 +plain "
+  assert_line --regexp "^\\\$'x ' +exclusive +1 +trailing "
+  assert_line --regexp "^\\\$' x' +exclusive +1 +leading "
+  local shown
+  shown="$(grep ' trailing ' <<<"$output" | cut -d"'" -f1-2)'"
+  eval "rl 0 release --force $shown"
+  assert_output --regexp "from lock \\\$'x ': trailing "
+  rl 0 status x
+  rl 0 status " x"
+  rl 1 status "x "
+}
+
 @test "hostile data: escape sequences in a key name never reach the terminal" {
   local name=$'\e]0;pwned\a\e[2J\xc2\x9b31m'
   rcli SET "rlock:{$name}:m" x >/dev/null

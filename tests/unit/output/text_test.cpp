@@ -57,6 +57,14 @@ TEST(ShownName, TwoNamesNeverLookAlike) {
   EXPECT_EQ(shown_name("$'a'"), R"($'$\'a\'')");
 }
 
+TEST(ShownName, ASpaceAtEitherEndIsQuoted) {
+  EXPECT_EQ(shown_name("x "), "$'x '");
+  EXPECT_EQ(shown_name(" x"), "$' x'");
+  EXPECT_EQ(shown_name(" "), "$' '");
+  EXPECT_EQ(quoted_name("x "), "$'x '");
+  EXPECT_EQ(shown_name("nightly backup"), "nightly backup");
+}
+
 TEST(ShownName, QuotesWhatATerminalOrShellWouldMisread) {
   EXPECT_EQ(shown_name("it's"), R"($'it\'s')");
   EXPECT_EQ(shown_name("bin\xff"), R"($'bin\xff')");
