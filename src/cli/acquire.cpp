@@ -39,6 +39,13 @@ Action register_acquire(CLI::App& command, Context& context) {
       return report(taken.error());
     }
     const lock::Grant* grant = &taken->grant;
+    // Told to stop just as the lock came (a signal that arrived while the
+    // grant was on its way): the caller is going away, so is the lock.
+    if (int sig = interrupt.received()) {
+      (void)client->release(options->name, grant->token);
+      exit_by_signal(sig);
+      return 128 + sig;
+    }
     // A token nobody received is a lock nobody can release: if it could not
     // be written, release the lock and fail.
     auto printed =

@@ -91,3 +91,25 @@ EOF
   rl_wait job 75
   refute_output --partial must-not-run
 }
+
+@test "acquire -w: a lease lost right after a long wait means waiting again, never a token that holds nothing" {
+  start_slow_proxy 1.5
+  rl 0 acquire -t 1500ms lost
+  rl 0 --url "$PROXY_URL" -v acquire -w 10s -t 1s lost
+  local token="$output"
+  [[ -e "$M/delayed" ]] || fail "the proxy never held back a renewal"
+  assert_stderr --partial "was lost before it was used (its lease ran out right after the grant); waiting for it again"
+  rl 0 renew lost --token "$token"
+  rl 0 release lost --token "$token"
+}
+
+@test "acquire -w: SIGTERM during the renewal after a long wait gives the lock back: exit 143, no token" {
+  start_slow_proxy 1
+  rl 0 acquire -t 1500ms term
+  bg_rlock job --url "$PROXY_URL" acquire -w 10s -t 6s term
+  wait_for_file "$M/delayed" 10
+  kill -TERM "$(<"$M/job.pid")"
+  bg_wait job 143
+  assert_output ""
+  rl 1 status term
+}

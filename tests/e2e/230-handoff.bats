@@ -188,6 +188,23 @@ handoff_once() {
   rl 0 release stale --token "$token"
 }
 
+@test "handoff: a waiter told to stop (SIGTERM) as the lock is handed to it gives it back and prints no token" {
+  rl 0 acquire term -t 30s
+  local holder="$output"
+  queue B term -t 30s
+  queue C term -t 30s
+  stop_blocked 2 B
+  rl 0 release term --token "$holder"
+  # The grant (and its confirmation) reached B while it was stopped; the
+  # SIGTERM is delivered as it resumes, before it prints anything.
+  kill -TERM "$(<"$BATS_TEST_TMPDIR/B.pid")"
+  cont_bg B
+  bg_wait B 143
+  assert_output ""
+  bg_wait C 0
+  rl 0 release term --token "$output"
+}
+
 @test "handoff: a semaphore release grants the freed places to the next waiters in order" {
   rl 0 acquire sem -l 2 -t 30s
   local a1="$output"
