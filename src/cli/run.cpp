@@ -311,10 +311,18 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   child->let_guardian_go();
   // Joined before any release: no renewal of ours can follow it.
   (*heartbeat)->stop();
+  // The release goes through the heartbeat's client when its last renewal
+  // went through: that one has followed the lock through a failover while
+  // the command ran, where ours, unused since the grant, may still lead to
+  // a frozen old master and wait out its silence first. After renewals
+  // that failed, ours is the connection more likely still open (see the
+  // unreachable case below).
+  lock::LockClient* followed = (*heartbeat)->client_after_stop();
+  lock::LockClient& parting = followed && !(*heartbeat)->beat().failure ? *followed : client;
   if (outcome.loss) {
     switch (outcome.loss->cause) {
       case supervise::LossCause::max_hold:
-        release_now();
+        (void)parting.release(name, hold.grant.token);
         break;
       case supervise::LossCause::unreachable:
         // The lease is at its end, but a renewal the heartbeat sent may
@@ -330,7 +338,7 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     }
     return lost(name, *outcome.loss);
   }
-  const bool released = give_back(context, client, name, hold, timing);
+  const bool released = give_back(context, parting, name, hold, timing);
   print_summary(context, name, {hold.grant, outcome.wait_status, held, released});
   return exit_status(outcome, launch.take_terminal);
 }

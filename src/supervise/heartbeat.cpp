@@ -84,6 +84,13 @@ void Heartbeat::stop() {
   m_thread.join();
 }
 
+lock::LockClient* Heartbeat::client_after_stop() {
+  if (m_thread.joinable() || !m_client) return nullptr;
+  // Its interrupt fd is the stop eventfd, readable for good now.
+  m_client->backend().set_interrupt_fd(-1);
+  return &*m_client;
+}
+
 Beat Heartbeat::beat() {
   drain_eventfd(m_news.get());
   std::lock_guard lock(m_mutex);
@@ -109,7 +116,7 @@ bool Heartbeat::sleep_until(Deadline until) const {
 }
 
 void Heartbeat::loop() {
-  lock::LockClient client(std::move(m_target.backend));
+  lock::LockClient& client = m_client.emplace(std::move(m_target.backend));
   Deadline confirmed = m_beat.confirmed;  // only this thread writes it
   Deadline due = next_renewal(confirmed, m_timing);
   // The heartbeat's own connection (and a Cluster probe, see

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "backend/backend.h"
+#include "lock/lock.h"
 #include "supervise/fd.h"
 #include "supervise/timing.h"
 #include "util/error.h"
@@ -65,6 +66,14 @@ class Heartbeat {
   /// released (it never re-creates a lock).
   void stop();
 
+  /// After stop(): the client the heartbeat renewed with, or nullptr when
+  /// its thread never ran (a command shorter than k_start_after). Its
+  /// backend has followed the lock through whatever happened while the
+  /// command ran (a failover, a redirection, a reconnection), which the
+  /// owner's, unused since the grant, has not: a release sent through the
+  /// owner's could wait out a frozen old master first.
+  lock::LockClient* client_after_stop();
+
   /// Readable when there is news (a confirmed renewal, a failure, a loss).
   int fd() const { return m_news.get(); }
   /// The current state; also consumes the news on fd().
@@ -78,6 +87,8 @@ class Heartbeat {
   void publish(const std::function<void(Beat&)>& change);
 
   HeartbeatTarget m_target;
+  /// The thread's client, over m_target's backend (client_after_stop()).
+  std::optional<lock::LockClient> m_client;
   Timing m_timing;
   Deadline m_starts_at;
   bool m_started = false;

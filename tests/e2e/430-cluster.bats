@@ -316,16 +316,22 @@ failover_during_run() {
   rm "$M/frozen.pid"
 }
 
-@test "cluster: a run whose lock's master freezes releases on the promoted replica, with no warning" {
-  local old other name pid slot new
+# run_to_freeze PREFIX SECONDS TTL: a run of SECONDS on a lock (PREFIX-N)
+# of the first master, through the last one (RLOCK_URL), which is not
+# frozen. Sets old (the lock's master), name and slot.
+run_to_freeze() {
   old="$(cluster_masters | head -n 1)"
-  other="$(cluster_masters | tail -n 1)"
-  name="$(lock_on_master "$old" frozen-run)"
+  name="$(lock_on_master "$old" "$1")"
   slot="$(cluster_cli "$old" CLUSTER KEYSLOT "rlock:{$name}:m")"
   touch "$BATS_FILE_TMPDIR/damaged"
   export RLOCK_URL
-  RLOCK_URL="$(cluster_url "$other")"
-  run_section "$name" 3 -t 9s
+  RLOCK_URL="$(cluster_url "$(cluster_masters | tail -n 1)")"
+  run_section "$name" "$2" -t "$3"
+}
+
+@test "cluster: a run whose lock's master freezes releases on the promoted replica, with no warning" {
+  local old name pid slot new
+  run_to_freeze frozen-run 3 9s
   pid="$(cluster_node_pid "$old")"
   kill -STOP "$pid"
   echo "$pid" >"$M/frozen.pid"
@@ -335,6 +341,32 @@ failover_during_run() {
   assert_equal "$stderr" ""
   new="$(wait_promoted "$slot" "$old")"
   assert_equal "$(cluster_cli "$new" EXISTS "rlock:{$name}:h")" 0
+  kill -CONT "$pid"
+  rm "$M/frozen.pid"
+}
+
+@test "cluster: a run that outlives its master's freeze releases on the promoted replica at once, without waiting out the frozen master" {
+  local old name pid slot new before ended exited ms
+  run_to_freeze outlives 7 6s
+  before="$(holder_expiry "$old" "$name")"
+  [[ -n "$before" ]] || fail "no holder on the lock's master"
+  pid="$(cluster_node_pid "$old")"
+  kill -STOP "$pid"
+  echo "$pid" >"$M/frozen.pid"
+  new="$(wait_promoted "$slot" "$old")"
+  # The heartbeat follows the lock to the promoted replica while the
+  # command runs; the release when it ends must go there too.
+  wait_renewed "$new" "$name" "$before" >/dev/null
+  bg_wait job 0 20
+  exited="$(now_us)"
+  assert_equal "$stderr" ""
+  ended="$(<"$M/section.end")"
+  ms=$(((exited - ended) / 1000))
+  echo "# the command ended -> rlock exited: ${ms} ms" >&3
+  assert_equal "$(cluster_cli "$new" EXISTS "rlock:{$name}:h")" 0
+  # A release sent to the frozen master first waits out its silence, then
+  # finds the new master (4.5 s here before the fix, 50 ms after).
+  if ((ms > 2500)); then fail "rlock took ${ms} ms to release after the command ended"; fi
   kill -CONT "$pid"
   rm "$M/frozen.pid"
 }
