@@ -122,20 +122,43 @@ std::string quoted_name(std::string_view name) {
   return name_needs_quoting(name) ? shown_name(name) : "'" + std::string(name) + "'";
 }
 
+namespace {
+
+/// The columns a code point takes, as fmt counts them when it pads (its
+/// compute_width): two for East Asian wide and fullwidth characters and
+/// the emoji blocks, one for the rest.
+size_t columns_of(char32_t cp) {
+  const bool wide =
+      cp >= 0x1100 && (cp <= 0x115f || cp == 0x2329 || cp == 0x232a ||
+                       (cp >= 0x2e80 && cp <= 0xa4cf && cp != 0x303f) ||
+                       (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
+                       (cp >= 0xfe10 && cp <= 0xfe19) || (cp >= 0xfe30 && cp <= 0xfe6f) ||
+                       (cp >= 0xff00 && cp <= 0xff60) || (cp >= 0xffe0 && cp <= 0xffe6) ||
+                       (cp >= 0x20000 && cp <= 0x2fffd) || (cp >= 0x30000 && cp <= 0x3fffd) ||
+                       (cp >= 0x1f300 && cp <= 0x1f64f) || (cp >= 0x1f900 && cp <= 0x1f9ff));
+  return wide ? 2 : 1;
+}
+
+}  // namespace
+
 std::string clip(std::string s, size_t width) {
   if (width == 0) return {};
-  // Byte offset where each code point starts; text from printable() is
-  // well-formed, anything else counts byte by byte.
-  std::vector<size_t> starts;
+  // Where the text must be cut if it is too wide: after the last code
+  // point that leaves a column for the '~'. Text from printable() is
+  // well-formed; anything else counts byte by byte.
+  size_t used = 0, cut = 0;
   char32_t cp = 0;
-  for (size_t i = 0; i < s.size() && starts.size() <= width;) {
-    starts.push_back(i);
-    size_t n = utf8_sequence(s, i, cp);
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence(s, i, cp);
+    used += n ? columns_of(cp) : 1;
+    if (used > width) {
+      s.resize(cut);
+      return s + "~";
+    }
     i += n ? n : 1;
+    if (used <= width - 1) cut = i;
   }
-  if (starts.size() <= width) return s;
-  s.resize(starts[width - 1]);
-  return s + "~";
+  return s;
 }
 
 std::string base64(std::string_view bytes) {

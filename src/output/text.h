@@ -45,8 +45,9 @@ bool name_needs_quoting(std::string_view name);
 /// The name in a sentence: 'NAME', or its $'...' form as shown_name gives.
 std::string quoted_name(std::string_view name);
 
-/// `s` shortened to at most `width` code points (the last one a '~' when it
-/// was cut), never splitting a UTF-8 sequence; meant for printable() text.
+/// `s` shortened to at most `width` columns (the last one a '~' when it was
+/// cut; East Asian wide characters take two, as fmt pads them), never
+/// splitting a UTF-8 sequence; meant for printable() text.
 std::string clip(std::string s, size_t width);
 
 /// Standard base64 (RFC 4648, with padding).

@@ -77,6 +77,14 @@ TEST(Clip, NeverSplitsACharacter) {
   EXPECT_EQ(clip("ééééé", 3), "éé~");
   EXPECT_EQ(clip("abc", 3), "abc");
   EXPECT_EQ(clip("abcd", 3), "ab~");
+  // Wide characters take two columns, as fmt pads them.
+  EXPECT_EQ(clip("\u65e5\u672c\u8a9e", 6), "\u65e5\u672c\u8a9e");
+  EXPECT_EQ(clip("\u65e5\u672c\u8a9e", 5), "\u65e5\u672c~");
+  EXPECT_EQ(clip("\u65e5\u672c\u8a9e", 4), "\u65e5~");
+  EXPECT_EQ(clip("a\U0001f512b", 3), "a~");
+  EXPECT_EQ(clip("a\U0001f512", 3), "a\U0001f512");
+  EXPECT_EQ(fmt::format("{:<5}", clip("\u65e5\u672c\u8a9e", 5)).size(),
+            std::string("\u65e5\u672c~").size());
 }
 
 TEST(Base64, EncodesWithPadding) {
