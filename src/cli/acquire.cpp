@@ -28,9 +28,11 @@ Action register_acquire(CLI::App& command, Context& context) {
     auto taken = context.take(*client, *plan, interrupt.fd());
     context.finish_progress();
     if (!taken) {
-      if (taken.error().code == Error::Code::interrupted && interrupt.received()) {
-        exit_by_signal(interrupt.received());
-        return 128 + interrupt.received();
+      // Whatever ended the wait, a signal that came meanwhile decides: the
+      // lock is not held (a grant was given back).
+      if (int sig = interrupt.received()) {
+        exit_by_signal(sig);
+        return 128 + sig;
       }
       if (taken.error().code == Error::Code::busy) {
         context.report_busy(*client, options->name, taken.error());

@@ -248,11 +248,17 @@ Result<Taken> Context::take(lock::LockClient& client, const LockPlan& plan, int 
     if (Clock::now() - before <= supervise::renew_interval(plan.request.ttl))
       return Taken{*grant, before};
     const Deadline sent = Clock::now();
+    // As open to a signal as the wait was.
+    const int saved_interrupt_fd = client.backend().interrupt_fd();
+    client.backend().set_interrupt_fd(interrupt_fd);
     auto renewed = client.renew(name, grant->token, plan.request.ttl,
                                 sent + client.backend().command_timeout());
+    client.backend().set_interrupt_fd(saved_interrupt_fd);
     if (renewed) return Taken{*grant, sent};
     if (renewed.error().code != Error::Code::not_owner) {
-      (void)client.release(name, grant->token);
+      // Given back within a second, as a waiter leaves its queue: the
+      // server that did not answer the renewal may not answer this either.
+      (void)client.release(name, grant->token, Clock::now() + lock::k_leave_budget);
       return std::unexpected(renewed.error());
     }
     verbose(fmt::format(

@@ -17,6 +17,7 @@ teardown_file() {
 }
 
 teardown() {
+  kill -CONT "$REDIS_PID" 2>/dev/null || true
   kill_bg_pids
 }
 
@@ -203,6 +204,29 @@ handoff_once() {
   assert_output ""
   bg_wait C 0
   rl 0 release term --token "$output"
+}
+
+@test "handoff: SIGTERM during the renewal a slow grant gets, on a frozen server: exit 143 within about a second" {
+  rl 0 acquire frozen -t 30s
+  local holder="$output" t0 ms
+  queue B frozen -t 6s
+  stop_blocked 1 B
+  rl 0 release frozen --token "$holder"
+  # More than TTL/3 since B's wait began: B renews before it prints, and
+  # the server is frozen by then.
+  nap 2.5
+  kill -STOP "$REDIS_PID"
+  cont_bg B
+  nap 0.3
+  t0="$(now_ms)"
+  kill -TERM "$(<"$BATS_TEST_TMPDIR/B.pid")"
+  bg_wait B 143 10
+  ms=$(($(now_ms) - t0))
+  kill -CONT "$REDIS_PID"
+  assert_output ""
+  echo "# SIGTERM -> exit: ${ms} ms" >&3
+  # The renewal is cut short by the signal; the give-back has 1 s.
+  if ((ms > 3000)); then fail "B took ${ms} ms to exit after SIGTERM"; fi
 }
 
 @test "handoff: a semaphore release grants the freed places to the next waiters in order" {
