@@ -4,6 +4,7 @@
 
 #include "cli/context.h"
 #include "output/render.h"
+#include "supervise/signals.h"
 #include "util/process.h"
 #include "util/signals.h"
 
@@ -23,8 +24,12 @@ Action register_acquire(CLI::App& command, Context& context) {
     auto client = context.client();
     if (!client) return report(client.error());
     if (context.show_command()) plan->request.who.command = process_command(caller);
-    // Ctrl-C or a kill while waiting leaves the queue and exits 128+N.
+    // Ctrl-C or a kill while waiting leaves the queue and exits 128+N; one
+    // that rlock was started with ignored (nohup, a background job of a
+    // script) stays ignored, as for run.
+    const sigset_t ignored = supervise::ignored_on_entry();
     SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP};
+    supervise::keep_ignored(ignored);
     auto taken = context.take(*client, *plan, interrupt.fd());
     context.finish_progress();
     if (!taken) {

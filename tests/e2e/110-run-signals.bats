@@ -102,6 +102,23 @@ EOF
   assert_equal "$(<"$M/trapped")" TERM
 }
 
+@test "acquire -w: SIGINT it was started with ignored stays ignored; SIGTERM leaves the queue, 143" {
+  rl 0 acquire ign -t 30s
+  local token="$output"
+  "$RLOCK" acquire -w 30s ign >"$M/job.out" 2>"$M/job.err" </dev/null 3>&- &
+  echo "$!" >"$M/job.pid"
+  wait_waiters ign 1
+  # This shell started it as a background job: SIGINT is ignored.
+  kill -INT "$(<"$M/job.pid")"
+  sleep 0.5
+  running "$(<"$M/job.pid")" || fail "SIGINT stopped an acquire that was started ignoring it"
+  assert_equal "$(waiters ign)" 1
+  kill -TERM "$(<"$M/job.pid")"
+  bg_wait job 143 5
+  assert_equal "$(waiters ign)" 0
+  rl 0 release ign --token "$token"
+}
+
 @test "run: a command ignoring SIGTERM is killed after --kill-after; rlock exits 143" {
   local started elapsed
   bg_rlock job run stubborn --kill-after 1s -- bash -c \
