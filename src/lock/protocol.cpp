@@ -170,9 +170,12 @@ Result<LockView> decode_status(const std::string& name, const redis::Reply& repl
   const auto& w = e[4].elements;
   for (size_t k = 0; k + 2 < w.size(); k += 3) {
     auto record = parse_record(w[k + 2].str);
-    // A waiter shows the mode it asked for (a semaphore's: exclusive).
+    // A waiter shows the mode it asked for, as a holder would hold it: an
+    // exclusive one of a lock whose limit is above 1 waits for a semaphore
+    // place (a different limit is refused).
     view.waiters.push_back(WaiterView{static_cast<int>(view.waiters.size()) + 1, w[k].str,
-                                      record.mode, record.who, elapsed(now, record.since_ms)});
+                                      mode_shown(record.mode, view.limit), record.who,
+                                      elapsed(now, record.since_ms)});
   }
   view.forced = parse_audit(e[5].str, now, view.limit);
   // A quorum's combined reply (combine_status) adds every member's view.

@@ -62,6 +62,11 @@ max_inside() {
       \"\$RLOCK\" release semfifo --token \"\$T\""
     wait_waiters semfifo "$i"
   done
+  # Each waits for a semaphore place, and says so.
+  rl 0 status semfifo --json
+  assert_equal "$(json '",".join(w["mode"] for w in d["waiters"])')" "semaphore,semaphore,semaphore,semaphore"
+  rl 0 status semfifo
+  assert_line --regexp '^ +1\. [0-9a-f]{8} +semaphore +W1 '
   rl 0 release semfifo --token "$a"
   wait_sessions
   run cat "$BATS_TEST_TMPDIR/order"
