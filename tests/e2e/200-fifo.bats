@@ -161,12 +161,12 @@ teardown() {
   rl 0 status shown
   assert_output --partial H1
   assert_output --partial H2
-  # Queue lines in order: "1. id mode W1 host pid waiting …".
+  # Queue lines in order: "1. id mode W1 host pid waiting …" (semaphore waiters).
   run grep -E '^ +[0-9]+\. ' <<<"$output"
   assert_equal "${#lines[@]}" 3
   for i in 1 2 3; do
     assert_regex "${lines[$((i - 1))]}" \
-      "^ +$i\. [0-9a-f]{8} +exclusive +W$i +$(hostname) +$(<"$BATS_TEST_TMPDIR/w$i.pid") +waiting [0-9.]+m?s"
+      "^ +$i\. [0-9a-f]{8} +semaphore +W$i +$(hostname) +$(<"$BATS_TEST_TMPDIR/w$i.pid") +waiting [0-9.]+m?s"
   done
   rl 0 release shown --token "$h1"
   rl 0 release shown --token "$h2"
