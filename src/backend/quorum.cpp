@@ -923,9 +923,24 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
   const bool force = lock::operation_of(call) == lock::Operation::force;
   auto batch = send(name, call, deadline);
   auto replies = gather(*batch, deadline, [force](const std::vector<MemberReply>& r) {
-    return !force && lock::count_release(r).decided;
+    if (force) return false;
+    const auto count = lock::count_release(r);
+    return count.decided || count.released > 0;
   });
   if (!replies) return std::unexpected(replies.error());
+  // Released on a member: the release stands. A majority's answer is
+  // still waited for (a script that releases and takes the lock again at
+  // once finds it free on a majority), but only for a moment when members
+  // are out of reach: they drop their copies when they answer, or when
+  // their leases end.
+  if (!force && !lock::count_release(*replies).decided) {
+    constexpr Millis k_release_grace{1000};
+    auto more =
+        gather(*batch, std::min(deadline, Clock::now() + k_release_grace),
+               [](const std::vector<MemberReply>& r) { return lock::count_release(r).decided; });
+    if (!more) return std::unexpected(more.error());
+    replies = std::move(more);
+  }
   if (force) {
     // Without a majority nothing can be said: the holders may be on the
     // members out of reach (they evict them when they come back, if the
