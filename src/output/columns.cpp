@@ -1,10 +1,7 @@
 #include "output/columns.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <charconv>
-#include <iterator>
 
 #include "output/text.h"
 
@@ -20,20 +17,14 @@ bool plain_ascii(std::string_view text) {
 }  // namespace
 
 void append_left(std::string& out, std::string_view text, std::size_t width) {
-  if (!plain_ascii(text)) {
-    fmt::format_to(std::back_inserter(out), "{:<{}}", text, width);
-    return;
-  }
+  const std::size_t used = plain_ascii(text) ? text.size() : display_width(text);
   out.append(text);
-  if (text.size() < width) out.append(width - text.size(), ' ');
+  if (used < width) out.append(width - used, ' ');
 }
 
 void append_right(std::string& out, std::string_view text, std::size_t width) {
-  if (!plain_ascii(text)) {
-    fmt::format_to(std::back_inserter(out), "{:>{}}", text, width);
-    return;
-  }
-  if (text.size() < width) out.append(width - text.size(), ' ');
+  const std::size_t used = plain_ascii(text) ? text.size() : display_width(text);
+  if (used < width) out.append(width - used, ' ');
   out.append(text);
 }
 
@@ -66,11 +57,7 @@ void append_shown(std::string& out, std::string_view text) {
 
 std::size_t shown_width(std::string_view text) {
   if (plain_ascii(text)) return text.size();
-  // fmt's own width of the text: what it adds as padding up to a width
-  // wider than any text says how wide the text is.
-  const std::string shown = printable(text);
-  const std::size_t wide = shown.size() * 2 + 1;
-  return wide - (fmt::formatted_size("{:<{}}", shown, wide) - shown.size());
+  return display_width(printable(text));
 }
 
 }  // namespace rlock::output

@@ -301,19 +301,18 @@ Result<void> print_status(const lock::LockView& v, bool json) {
     out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n", "ID",
                        "MODE", "OWNER", "HOST", "PID", "AGE", "TTL", "FENCE", fence, "COMMAND");
     for (const auto& h : v.holders)
-      out +=
-          fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n",
-                      printable(h.id), clip(printable(h.mode), 9), clip(printable(h.who.owner), 20),
-                      clip(printable(h.who.host), 14), h.who.pid, format_duration(h.age),
-                      format_duration(h.ttl_left), h.fence, fence, printable(h.who.command));
+      out += fmt::format("  {:<8}  {}  {}  {}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n", printable(h.id),
+                         cell(h.mode, 9), cell(h.who.owner, 20), cell(h.who.host, 14), h.who.pid,
+                         format_duration(h.age), format_duration(h.ttl_left), h.fence, fence,
+                         printable(h.who.command));
   }
   if (!v.waiters.empty()) {
     out += fmt::format("  waiting ({}):\n", v.waiters.size());
     for (const auto& w : v.waiters)
-      out += fmt::format("  {:>3}. {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  waiting {}  {}\n",
-                         w.position, printable(w.id), clip(printable(w.mode), 9),
-                         clip(printable(w.who.owner), 20), clip(printable(w.who.host), 14),
-                         w.who.pid, format_duration(w.waiting), printable(w.who.command));
+      out +=
+          fmt::format("  {:>3}. {:<8}  {}  {}  {}  {:>7}  waiting {}  {}\n", w.position,
+                      printable(w.id), cell(w.mode, 9), cell(w.who.owner, 20), cell(w.who.host, 14),
+                      w.who.pid, format_duration(w.waiting), printable(w.who.command));
   }
   if (!v.members.empty()) {
     out += fmt::format("  members ({}, a majority is {}):\n", v.members.size(),

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "output/char_width.h"
+
 namespace rlock::output {
 
 size_t utf8_sequence(std::string_view s, size_t i, char32_t& cp) {
@@ -124,28 +126,41 @@ std::string quoted_name(std::string_view name) {
 
 namespace {
 
-/// The columns a code point takes, as fmt counts them when it pads (its
-/// compute_width): two for East Asian wide and fullwidth characters and
-/// the emoji blocks, one for the rest.
-size_t columns_of(char32_t cp) {
-  const bool wide =
-      cp >= 0x1100 && (cp <= 0x115f || cp == 0x2329 || cp == 0x232a ||
-                       (cp >= 0x2e80 && cp <= 0xa4cf && cp != 0x303f) ||
-                       (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
-                       (cp >= 0xfe10 && cp <= 0xfe19) || (cp >= 0xfe30 && cp <= 0xfe6f) ||
-                       (cp >= 0xff00 && cp <= 0xff60) || (cp >= 0xffe0 && cp <= 0xffe6) ||
-                       (cp >= 0x20000 && cp <= 0x2fffd) || (cp >= 0x30000 && cp <= 0x3fffd) ||
-                       (cp >= 0x1f300 && cp <= 0x1f64f) || (cp >= 0x1f900 && cp <= 0x1f9ff));
-  return wide ? 2 : 1;
+bool in_ranges(const CodePointRange* first, const CodePointRange* last, char32_t cp) {
+  const auto* found = std::upper_bound(
+      first, last, cp, [](char32_t c, const CodePointRange& r) { return c < r.first; });
+  return found != first && cp <= (found - 1)->last;
+}
+
+/// The columns a terminal shows a code point in (a wcwidth(3) that does
+/// not depend on the locale): none for combining marks and format
+/// characters, two for East Asian wide and fullwidth ones (emoji
+/// included), one for the rest.
+std::size_t columns_of(char32_t cp) {
+  if (cp < 0x300) return 1;
+  if (in_ranges(std::begin(k_zero_width), std::end(k_zero_width), cp)) return 0;
+  return in_ranges(std::begin(k_double_width), std::end(k_double_width), cp) ? 2 : 1;
 }
 
 }  // namespace
 
+std::size_t display_width(std::string_view s) {
+  std::size_t width = 0;
+  char32_t cp = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i, cp);
+    width += n ? columns_of(cp) : 1;
+    i += n ? n : 1;
+  }
+  return width;
+}
+
 std::string clip(std::string s, size_t width) {
   if (width == 0) return {};
   // Where the text must be cut if it is too wide: after the last code
-  // point that leaves a column for the '~'. Text from printable() is
-  // well-formed; anything else counts byte by byte.
+  // point that leaves a column for the '~' (a zero-width one stays with
+  // the character it marks). Text from printable() is well-formed;
+  // anything else counts byte by byte.
   size_t used = 0, cut = 0;
   char32_t cp = 0;
   for (size_t i = 0; i < s.size();) {
@@ -159,6 +174,13 @@ std::string clip(std::string s, size_t width) {
     if (used <= width - 1) cut = i;
   }
   return s;
+}
+
+std::string cell(std::string_view text, std::size_t width) {
+  std::string shown = clip(printable(text), width);
+  const std::size_t used = display_width(shown);
+  if (used < width) shown.append(width - used, ' ');
+  return shown;
 }
 
 std::string base64(std::string_view bytes) {

@@ -45,10 +45,20 @@ bool name_needs_quoting(std::string_view name);
 /// The name in a sentence: 'NAME', or its $'...' form as shown_name gives.
 std::string quoted_name(std::string_view name);
 
-/// `s` shortened to at most `width` columns (the last one a '~' when it was
-/// cut; East Asian wide characters take two, as fmt pads them), never
-/// splitting a UTF-8 sequence; meant for printable() text.
+/// The columns a terminal shows `s` in: none for a combining mark or a
+/// format character, two for an East Asian wide or fullwidth character
+/// (emoji included), one for any other character or invalid byte. Meant
+/// for printable() text.
+std::size_t display_width(std::string_view s);
+
+/// `s` shortened to at most `width` columns (display_width; the last one a
+/// '~' when it was cut), never splitting a UTF-8 sequence; meant for
+/// printable() text.
 std::string clip(std::string s, size_t width);
+
+/// Text read from Redis as a table cell: made printable, cut to `width`
+/// columns and padded to them.
+std::string cell(std::string_view text, std::size_t width);
 
 /// Standard base64 (RFC 4648, with padding).
 std::string base64(std::string_view bytes);

@@ -77,14 +77,28 @@ TEST(Clip, NeverSplitsACharacter) {
   EXPECT_EQ(clip("ééééé", 3), "éé~");
   EXPECT_EQ(clip("abc", 3), "abc");
   EXPECT_EQ(clip("abcd", 3), "ab~");
-  // Wide characters take two columns, as fmt pads them.
+  // Wide characters take two columns, combining marks none.
   EXPECT_EQ(clip("\u65e5\u672c\u8a9e", 6), "\u65e5\u672c\u8a9e");
   EXPECT_EQ(clip("\u65e5\u672c\u8a9e", 5), "\u65e5\u672c~");
   EXPECT_EQ(clip("\u65e5\u672c\u8a9e", 4), "\u65e5~");
   EXPECT_EQ(clip("a\U0001f512b", 3), "a~");
   EXPECT_EQ(clip("a\U0001f512", 3), "a\U0001f512");
-  EXPECT_EQ(fmt::format("{:<5}", clip("\u65e5\u672c\u8a9e", 5)).size(),
-            std::string("\u65e5\u672c~").size());
+  EXPECT_EQ(clip("e\u0301e\u0301e\u0301", 3), "e\u0301e\u0301e\u0301");
+  EXPECT_EQ(clip("e\u0301e\u0301e\u0301e", 3), "e\u0301e\u0301~");
+}
+
+TEST(DisplayWidth, CountsTheColumnsATerminalShows) {
+  EXPECT_EQ(display_width("abc"), 3U);
+  EXPECT_EQ(display_width("\u65e5\u672c"), 4U);                // CJK: wide
+  EXPECT_EQ(display_width("e\u0301"), 1U);                     // combining acute
+  EXPECT_EQ(display_width("\U0001f680"), 2U);                  // rocket: wide
+  EXPECT_EQ(display_width("\u2705"), 2U);                      // check mark emoji
+  EXPECT_EQ(display_width("\U0001f468\u200d\U0001f469"), 4U);  // ZWJ: none
+  EXPECT_EQ(display_width("\u2764\ufe0f"), 1U);                // VS16: none
+  EXPECT_EQ(display_width("\xff"), 1U);                        // invalid byte
+  EXPECT_EQ(cell("\u65e5\u672c", 6), "\u65e5\u672c  ");
+  EXPECT_EQ(cell("\u65e5\u672c\u8a9e", 5), "\u65e5\u672c~");
+  EXPECT_EQ(cell("a\x1b", 6), "a\\x1b ");
 }
 
 TEST(Base64, EncodesWithPadding) {
