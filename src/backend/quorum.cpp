@@ -922,6 +922,9 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
                                        Deadline deadline) {
   const bool force = lock::operation_of(call) == lock::Operation::force;
   auto batch = send(name, call, deadline);
+  const auto decided = [](const std::vector<MemberReply>& r) {
+    return lock::count_release(r).decided;
+  };
   auto replies = gather(*batch, deadline, [force](const std::vector<MemberReply>& r) {
     if (force) return false;
     const auto count = lock::count_release(r);
@@ -933,11 +936,9 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
   // once finds it free on a majority), but only for a moment when members
   // are out of reach: they drop their copies when they answer, or when
   // their leases end.
-  if (!force && !lock::count_release(*replies).decided) {
+  if (!force && !decided(*replies)) {
     constexpr Millis k_release_grace{1000};
-    auto more =
-        gather(*batch, std::min(deadline, Clock::now() + k_release_grace),
-               [](const std::vector<MemberReply>& r) { return lock::count_release(r).decided; });
+    auto more = gather(*batch, std::min(deadline, Clock::now() + k_release_grace), decided);
     if (!more) return std::unexpected(more.error());
     replies = std::move(more);
   }

@@ -32,33 +32,27 @@ Action register_acquire(CLI::App& command, Context& context) {
     supervise::keep_ignored(ignored);
     auto taken = context.take(*client, *plan, interrupt.fd());
     context.finish_progress();
+    // Whatever ended the wait, a signal that came meanwhile decides: the
+    // caller is going away, so is a lock already granted (a failed take
+    // holds nothing).
+    if (int sig = interrupt.received()) {
+      if (taken) (void)client->release(options->name, taken->grant.token);
+      exit_by_signal(sig);
+      return 128 + sig;
+    }
     if (!taken) {
-      // Whatever ended the wait, a signal that came meanwhile decides: the
-      // lock is not held (a grant was given back).
-      if (int sig = interrupt.received()) {
-        exit_by_signal(sig);
-        return 128 + sig;
-      }
       if (taken.error().code == Error::Code::busy) {
         context.report_busy(*client, options->name, taken.error());
         return plan->conflict_exit_code;
       }
       return report(taken.error());
     }
-    const lock::Grant* grant = &taken->grant;
-    // Told to stop just as the lock came (a signal that arrived while the
-    // grant was on its way): the caller is going away, so is the lock.
-    if (int sig = interrupt.received()) {
-      (void)client->release(options->name, grant->token);
-      exit_by_signal(sig);
-      return 128 + sig;
-    }
     // A token nobody received is a lock nobody can release: if it could not
     // be written, release the lock and fail.
     auto printed =
-        output::print_acquired(options->name, *grant, plan->request, context.global.json);
+        output::print_acquired(options->name, taken->grant, plan->request, context.global.json);
     if (!printed) {
-      (void)client->release(options->name, grant->token);
+      (void)client->release(options->name, taken->grant.token);
       return report(printed.error());
     }
     return 0;

@@ -47,6 +47,12 @@ void append_shown(std::string& out, std::string_view text, std::size_t width) {
   append_left(out, text, width);
 }
 
+std::string cell(std::string_view text, std::size_t width) {
+  std::string out;
+  append_shown(out, text, width);
+  return out;
+}
+
 void append_shown(std::string& out, std::string_view text) {
   if (plain_ascii(text)) {
     out.append(text);

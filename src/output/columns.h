@@ -22,6 +22,8 @@ void append_right(std::string& out, std::int64_t value, std::size_t width);
 /// Text read from Redis, made safe and cut to `width` and left-aligned:
 /// append_left(out, clip(printable(text), width), width).
 void append_shown(std::string& out, std::string_view text, std::size_t width);
+/// append_shown(text, width) as a string, for a cell of a format string.
+std::string cell(std::string_view text, std::size_t width);
 /// Text read from Redis, made safe, uncut: out += printable(text).
 void append_shown(std::string& out, std::string_view text);
 /// The columns `text` takes once made safe, as append_shown writes it

@@ -176,13 +176,6 @@ std::string clip(std::string s, size_t width) {
   return s;
 }
 
-std::string cell(std::string_view text, std::size_t width) {
-  std::string shown = clip(printable(text), width);
-  const std::size_t used = display_width(shown);
-  if (used < width) shown.append(width - used, ' ');
-  return shown;
-}
-
 std::string base64(std::string_view bytes) {
   // Not OpenSSL's EVP_EncodeBlock: OpenSSL is loaded only for TLS.
   static constexpr char k_alphabet[] =

@@ -56,10 +56,6 @@ std::size_t display_width(std::string_view s);
 /// printable() text.
 std::string clip(std::string s, size_t width);
 
-/// Text read from Redis as a table cell: made printable, cut to `width`
-/// columns and padded to them.
-std::string cell(std::string_view text, std::size_t width);
-
 /// Standard base64 (RFC 4648, with padding).
 std::string base64(std::string_view bytes);
 

@@ -53,6 +53,12 @@ TEST(Columns, AlignAsFmtDoesWhereItKnowsTheWidth) {
   }
 }
 
+TEST(Columns, ACellIsCutAndPaddedToItsColumns) {
+  EXPECT_EQ(cell("\u65e5\u672c", 6), "\u65e5\u672c  ");
+  EXPECT_EQ(cell("\u65e5\u672c\u8a9e", 5), "\u65e5\u672c~");
+  EXPECT_EQ(cell("a\x1b", 6), "a\\x1b ");
+}
+
 TEST(Columns, NumbersAlignAsFmtDoes) {
   for (const std::int64_t value : {0L, 7L, -12L, 1795361542872100L}) {
     std::string out;
