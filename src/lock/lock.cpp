@@ -43,11 +43,14 @@ bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {
 /// cannot give a safe lock now) with ServerError::other, so that a waiter
 /// can tell it from a lost connection.
 Error unacknowledged(const std::string& what, const backend::Ack& ack, Millis within) {
+  // Replicas that lag may catch up (69, and a waiter retries); a ROLE the
+  // ACL refuses will be refused again, so it is the ACL failure it is (77).
+  if (!ack.problem.empty())
+    return Error{Error::Code::auth, fmt::format("{}: {}", what, ack.problem),
+                 redis::ServerError::other};
   return Error{Error::Code::unreachable,
-               ack.problem.empty()
-                   ? fmt::format("{}: {} of {} replicas acknowledged it within {}", what,
-                                 ack.acknowledged, ack.wanted, format_duration(within))
-                   : fmt::format("{}: {}", what, ack.problem),
+               fmt::format("{}: {} of {} replicas acknowledged it within {}", what,
+                           ack.acknowledged, ack.wanted, format_duration(within)),
                redis::ServerError::other};
 }
 

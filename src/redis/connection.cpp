@@ -139,7 +139,7 @@ struct Connection::Impl {
         replies.push_back(std::move(**reply));
         continue;
       }
-      const auto got = transport->read_some(buffer, limit);  // checks the deadline
+      const auto got = transport->read_some(buffer, limit);  // times out if nothing came
       if (!got) return std::unexpected(got.error());
       reader.feed({buffer.data(), *got});
     }

@@ -64,6 +64,23 @@ if ((${#missing[@]})); then
 fi
 echo "the ACL allows all $(wc -w <<<"$script_cmds") commands src/lock/scripts/*.lua calls"
 
+# The script asks the ACL about each of them before a write (see below):
+# its list for writes other than a renewal must name every one (TIME is
+# called first, before anything is written; acl_refusal asks about DEL
+# itself, with every key).
+checked="$(sed -n "/^elseif op ~= 'status' then/,/if refused then return refused end/p" \
+  "$REPO/src/lock/scripts/lock.lua" | grep -oE "'[A-Z]+'" | tr -d "'" |
+  tr '[:upper:]' '[:lower:]' | LC_ALL=C sort -u)"
+unchecked=()
+for cmd in $script_cmds; do
+  [[ "$cmd" == time || "$cmd" == del ]] || grep -qx "$cmd" <<<"$checked" || unchecked+=("$cmd")
+done
+if [[ -z "$checked" ]] || ((${#unchecked[@]})); then
+  echo "acl.sh: the lock script does not ask the ACL about: ${unchecked[*]:-(no list found)}" >&2
+  exit 1
+fi
+echo "the lock script asks the ACL about each of them before it writes"
+
 start_private_redis "$work" || { echo "acl.sh: could not start redis-server" >&2; exit 1; }
 port="$PRIVATE_REDIS_PORT"
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$port:"
@@ -143,4 +160,68 @@ grep -qi 'script' "$work/err" || {
   cat "$work/err" >&2
   exit 1
 }
+
+# Without any one of the commands the script calls, every operation that
+# writes is refused (77) before it changes anything (a renewal, which
+# needs only a few, may go through instead): Redis keeps what a
+# script wrote before a refused call, so the script asks the ACL first. The
+# lock's keys (DUMP: contents and scores, expiries left out) must be the
+# same after each refusal. Then ROLE, which the client sends with the
+# default --replicas all: refused at once (77), not waited out like
+# replicas that lag (69 after the whole -w).
+admin SCRIPT FLUSH >/dev/null
+state() {
+  local keys
+  keys="$(admin -n 3 --scan --pattern 'rlock:{acl-part*' | LC_ALL=C sort)"
+  echo "$keys"
+  sed 's/^/DUMP /' <<<"$keys" | redis-cli -p "$port" -n 3 | od -An -tx1
+}
+as_admin() { timeout 20 "$RLOCK" "$@" </dev/null; }
+as_admin acquire -t 600s acl-part >"$work/part.token"
+part_token="$(cat "$work/part.token")"
+as_admin acquire -t 600s -l 2 acl-part-pool >/dev/null
+before="$(state)"
+[[ "$before" == *'rlock:{acl-part}:h'* ]] || { echo "acl.sh: no keys for acl-part" >&2; exit 1; }
+for cmd in $script_cmds; do
+  [[ "$cmd" == time ]] && continue # the first call: nothing is written before it
+  part_line="$(sed -E "s/ \\+$cmd( |$)/ /" <<<"${acl_line/SETUSER locker/SETUSER part}")"
+  [[ "$part_line" != *" +$cmd "* && "$part_line" != *" +$cmd" ]] || { echo "acl.sh: +$cmd not removed" >&2; exit 1; }
+  read -ra part_args <<<"${part_line/>PASSWORD/>$password}"
+  admin ACL DELUSER part >/dev/null
+  [[ "$(admin "${part_args[@]}")" == OK ]] || { echo "acl.sh: redis rejected the user without +$cmd" >&2; exit 1; }
+  as_part() { timeout 20 "$RLOCK" --user part --password-file "$work/password" "$@" </dev/null; }
+  for op in "acquire -n acl-part" "acquire -n acl-part-free" "acquire -n -l 2 acl-part-pool" \
+    "renew acl-part --token $part_token" "release acl-part --token $part_token" \
+    "release acl-part --force" "run -n acl-part-run -- true"; do
+    rc=0
+    # shellcheck disable=SC2086 # $op is a list of words
+    as_part $op >"$work/out" 2>"$work/err" || rc=$?
+    if [[ "$rc" == 0 && "$op" == renew* ]]; then
+      # A renewal writes only its lease, its expiries and purge_at, and
+      # asks only about what it needs: the lock is still consistent.
+      before="$(state)"
+      continue
+    fi
+    if [[ "$rc" != 77 ]] || ! grep -q "'$cmd'" "$work/err"; then
+      echo "acl.sh: without +$cmd, '${op/$part_token/TOKEN}' exited $rc (expected 77 naming $cmd):" >&2
+      cat "$work/err" >&2
+      exit 1
+    fi
+    if [[ "$(state)" != "$before" ]]; then
+      echo "acl.sh: without +$cmd, '${op/$part_token/TOKEN}' was refused but changed the lock:" >&2
+      diff <(echo "$before") <(state) >&2 || true
+      exit 1
+    fi
+  done
+done
+echo "  ok: without any one of the script's $(wc -w <<<"$script_cmds") commands, every write is refused and changes nothing"
+as_admin renew acl-part --token "$part_token" >/dev/null || { echo "acl.sh: the holder lost acl-part" >&2; exit 1; }
+admin ACL DELUSER part >/dev/null
+read -ra part_args <<<"$(sed -E 's/ \+role( |$)/ /' <<<"${acl_line/SETUSER locker/SETUSER part}")"
+[[ "$(admin "${part_args[@]/>PASSWORD/>$password}")" == OK ]] || { echo "acl.sh: redis rejected the user without +role" >&2; exit 1; }
+step 77 "without +role, acquire -w 60s is refused at once" \
+  timeout 10 "$RLOCK" --user part --password-file "$work/password" acquire -w 60s acl-role
+grep -q 'ROLE was refused' "$work/err" || { echo "acl.sh: not refused for ROLE:" >&2; cat "$work/err" >&2; exit 1; }
+step 0 "without +role, --replicas 0 takes the lock" \
+  timeout 10 "$RLOCK" --user part --password-file "$work/password" --replicas 0 acquire acl-role
 echo "acl: the documented minimum ACL works for every command"

@@ -189,6 +189,31 @@ handoff_once() {
   rl 0 release stale --token "$token"
 }
 
+@test "handoff: a waiter stopped past its -w, the lock still held, exits 75 like any wait that ran out (not 69)" {
+  rl 0 acquire late -t 30s
+  local holder="$output" tag
+  # The server answers the BLPOP while the waiter is stopped; on waking past
+  # its deadline the waiter must read that answer, not call the server
+  # unreachable. acquire, then run (which must not start its command).
+  for tag in A R; do
+    if [[ "$tag" == A ]]; then
+      bg_rlock A acquire late -w 3s --owner A
+    else
+      bg_rlock R run late -w 3s --owner R -- echo ran
+    fi
+    wait_waiters late 1
+    stop_blocked 1 "$tag" || { cat "$BATS_TEST_TMPDIR/$tag.err" >&2; false; }
+    nap 4
+    cont_bg "$tag"
+    bg_wait "$tag" 75
+    assert_output ""
+    assert_equal "$stderr" ""
+    run waiters late
+    assert_output 0
+  done
+  rl 0 release late --token "$holder"
+}
+
 @test "handoff: a waiter told to stop (SIGTERM) as the lock is handed to it gives it back and prints no token" {
   rl 0 acquire term -t 30s
   local holder="$output"

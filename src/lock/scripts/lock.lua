@@ -76,6 +76,32 @@ end
 -- whether it may have lost locks to a restart (keys and time unused).
 if op == 'uptime' then return uptime_ms() end
 
+-- An ACL refusal stops a script at the refused call, and Redis keeps what
+-- the script wrote before it: a lock released although the release
+-- "failed", a waiter queued without its record. So before an operation
+-- writes, the script asks the ACL (redis.acl_check_cmd, Redis 7) about the
+-- commands it may call once it has written: DEL with the keys it may write
+-- (write access to each), then each command. A refusal then comes before
+-- any write, and names what is missing. Each check costs about a sixth of
+-- a redis.call: a holder's acquire and a renewal, which write only their
+-- own lease, its expiries and purge_at, ask about the six commands they
+-- call (LEASE_COMMANDS); every other write asks about all of them, and
+-- EXISTS with every key (read access to each).
+local function acl_refusal(keys, commands)
+  local missing
+  if not redis.acl_check_cmd('DEL', unpack(keys)) then missing = 'DEL' end
+  for _, command in ipairs(commands) do
+    if missing then break end
+    if not redis.acl_check_cmd(command) then missing = command end
+  end
+  if missing then
+    return redis.error_reply('NOPERM this user has no permissions to run the \'' ..
+      string.lower(missing) .. '\' command on the keys of this lock, which rlock needs: ' ..
+      'nothing was changed (see Minimum ACL in rlock(1))')
+  end
+end
+local LEASE_COMMANDS = { 'TYPE', 'ZSCORE', 'ZADD', 'PEXPIREAT', 'HGET', 'HSET' }
+
 -- Every key but the fencing counter expires by itself no earlier than the
 -- last lease it records, so a crashed holder or waiter leaves nothing
 -- behind. Every run that may create a key gives it an expiry in the same
@@ -181,8 +207,26 @@ end
 -- sent behind its BLPOP), or a retried acquire. A quorum's acquire
 -- (MIN_UPTIME_MS given) goes the long way, through its uptime check.
 if op == 'acquire' and not ARGV[9] then
+  local refused = acl_refusal({ H, S, I, M }, LEASE_COMMANDS)
+  if refused then return refused end
   local held = confirm(ARGV[3] == 'shared' and S or H, redis.sha1hex(ARGV[2]), tonumber(ARGV[5]))
   if held then return held end
+end
+
+if op == 'renew' then
+  local refused = acl_refusal({ H, S, I, M }, LEASE_COMMANDS)
+  if refused then return refused end
+elseif op ~= 'status' then
+  local wake = wake_key(string.rep('0', 40))
+  local refused = acl_refusal({ H, S, Q, X, L, I, M, F, A, wake }, { 'EXISTS', 'TYPE',
+    'PEXPIREAT', 'PTTL', 'ZADD', 'ZREM', 'ZSCORE', 'ZRANK', 'ZCARD', 'ZCOUNT', 'ZRANGE',
+    'ZRANGEBYSCORE', 'ZREMRANGEBYSCORE', 'HGET', 'HSET', 'HDEL', 'HINCRBY', 'GET', 'SET', 'LPUSH',
+    'INFO' })
+  if refused then return refused end
+  if not redis.acl_check_cmd('EXISTS', H, S, Q, X, L, I, M, F, A, wake) then
+    return redis.error_reply('NOPERM this user may not read every key of this lock, which ' ..
+      'rlock needs: nothing was changed (see Minimum ACL in rlock(1))')
+  end
 end
 
 -- Refuse to touch keys of another type: a foreign key at our name is an
@@ -256,6 +300,7 @@ local function renew()
 end
 
 if op == 'renew' then return saved(renew()) end
+
 
 -- The earliest lease in `key` (a zset of leases), math.huge when empty; a
 -- score that does not read as a number counts as already ended.
