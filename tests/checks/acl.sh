@@ -172,9 +172,9 @@ grep -qi 'script' "$work/err" || {
 admin SCRIPT FLUSH >/dev/null
 state() {
   local keys
-  keys="$(admin -n 3 --scan --pattern 'rlock:{acl-part*' | LC_ALL=C sort)"
-  echo "$keys"
-  sed 's/^/DUMP /' <<<"$keys" | redis-cli -p "$port" -n 3 | od -An -tx1
+  mapfile -t keys < <(admin -n 3 --scan --pattern 'rlock:{acl-part*' | LC_ALL=C sort)
+  printf '%s\n' "${keys[@]}"
+  printf 'DUMP %s\n' "${keys[@]}" | redis-cli -p "$port" -n 3 | od -An -tx1
 }
 as_admin() { timeout 20 "$RLOCK" "$@" </dev/null; }
 as_admin acquire -t 600s acl-part >"$work/part.token"
