@@ -30,11 +30,20 @@ struct Answer {
   /// A server that does not know the SENTINEL command: a Redis data node
   /// (the URL names it as a Sentinel), its refusal as it said it.
   std::optional<std::string> not_sentinel;
+  /// How many replicas the Sentinel knows of that master and does not
+  /// think down (-1: it did not say).
+  int replicas = -1;
 };
 
 Result<Answer> ask(redis::Connection& sentinel, const std::string& master, Deadline deadline) {
-  const std::vector<std::string> args{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", master};
-  auto reply = sentinel.command(args, deadline);
+  // The replicas travel with the address, in the same round trip.
+  const std::vector<std::vector<std::string>> commands{
+      {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", master}, {"SENTINEL", "REPLICAS", master}};
+  auto replies = sentinel.pipeline(commands, deadline);
+  if (!replies) return std::unexpected(replies.error());
+  auto reply = Result<redis::Reply>(std::move(replies->front()));
+  if (reply->is_error())
+    reply = std::unexpected(redis::server_failure(sentinel.describe(), reply->str));
   if (!reply && reply.error().code == Error::Code::server &&
       reply.error().message.find("unknown command") != std::string::npos)
     return Answer{std::nullopt, false, reply.error().message};
@@ -49,7 +58,9 @@ Result<Answer> ask(redis::Connection& sentinel, const std::string& master, Deadl
   if (!port)
     return fail(Error::Code::protocol, fmt::format("{}: the master's port '{}' is not a port",
                                                    sentinel.describe(), e[1].str));
-  return Answer{std::make_pair(e[0].str, static_cast<int>(*port)), false, std::nullopt};
+  // A Sentinel whose ACL refuses SENTINEL REPLICAS leaves the count unsaid.
+  return Answer{std::make_pair(e[0].str, static_cast<int>(*port)), false, std::nullopt,
+                live_replicas(replies->back())};
 }
 
 /// The first word of ROLE: "master", "slave" or "sentinel".
@@ -83,6 +94,23 @@ Error sentinels_auth_error(Error error, const redis::Url& sentinel) {
 }
 
 }  // namespace
+
+int live_replicas(const redis::Reply& reply) {
+  if (reply.type != redis::Reply::Type::array) return -1;
+  int live = 0;
+  for (const auto& replica : reply.elements) {
+    std::string_view flags, link;
+    const auto& fields = replica.elements;
+    for (std::size_t k = 0; k + 1 < fields.size(); k += 2) {
+      if (fields[k].str == "flags") flags = fields[k + 1].str;
+      if (fields[k].str == "master-link-status") link = fields[k + 1].str;
+    }
+    const auto has = [&](std::string_view flag) { return flags.find(flag) != flags.npos; };
+    if (has("s_down")) continue;
+    if (has("promoted") || (!has("disconnected") && link == "ok")) ++live;
+  }
+  return live;
+}
 
 Result<redis::Connection> connect_master(const Target& target, int interrupt_fd, Deadline deadline,
                                          Discovery& discovery) {
@@ -169,6 +197,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     }
     discovery.first = index;
     discovery.no_sentinel = false;
+    discovery.replicas = answer->replicas;
     return std::move(*master);
   }
   discovery.no_sentinel = answered == 0;

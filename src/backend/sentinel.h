@@ -18,7 +18,19 @@ struct Discovery {
   /// Set when no Sentinel could be reached at all (as opposed to a master
   /// that could not be reached, or was not one yet: a failover in progress).
   bool no_sentinel = false;
+  /// The replicas the Sentinel that named the master last knows of it and
+  /// does not think down (-1: unknown). See ServerBackend::connection.
+  int replicas = -1;
 };
+
+/// The replicas in a SENTINEL REPLICAS reply that replicate the master
+/// (the Sentinel reaches them, neither thinks them down nor heard them
+/// say their link to the master is down: one still syncing after a
+/// failover does not count yet), and the one a failover under way has
+/// just promoted (the leading Sentinel shows it "slave,disconnected,
+/// promoted" for a moment): it still counts as the old master's, whose
+/// writes it no longer receives. -1 for a reply that is not a list.
+int live_replicas(const redis::Reply& reply);
 
 /// A connection to the current master of `target` before `deadline`.
 /// Errors: config when every Sentinel that answered knows no master of that

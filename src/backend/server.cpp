@@ -141,6 +141,9 @@ class ServerBackend final : public Backend {
   /// which still takes writes that the new master will never see.
   std::string m_master;
   int m_replicas_seen = 0;
+  /// The replicas the Sentinel that named this process's first master knew
+  /// of it (-1: unknown, or a later master); see run().
+  int m_known_replicas = -1;
   /// The refusal the server has kept answering, across operations (Backoff).
   std::optional<Refusing> m_refusing;
   Deadline m_last_used{};
@@ -201,6 +204,10 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
     // master, so one fewer is expected of it until it shows more.
     if (!m_master.empty() && connected->describe() != m_master)
       m_replicas_seen = std::max(0, m_replicas_seen - 1);
+    // A process's first master: the replicas the Sentinel that named it
+    // knows of (see run()). Any later master is one a failover made, whose
+    // replicas are still being moved to it.
+    m_known_replicas = m_master.empty() && sentinel() ? m_discovery.replicas : -1;
     m_master = connected->describe();
     m_connection.emplace(std::move(*connected));
   }
@@ -308,12 +315,24 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     // once would only double the wait for that answer.
     const bool reused = m_connection.has_value();
     auto conn = connection(deadline);
+    // A release or force that must last (Call::known_replicas) on a
+    // process's first master also waits for the replicas the Sentinels
+    // know of: during a failover the old master still answers as the
+    // master with the replicas not yet moved, while the one promoted has
+    // left it, and a write only those acknowledge is lost when it is
+    // demoted. A process that has used the master before counts the one
+    // promoted already (replicas_seen); a new one learns it only from the
+    // Sentinel. Not for grants: right after a failover the Sentinels list
+    // replicas still syncing, and every acquire would wait for them.
+    int seen = m_replicas_seen;
+    if (call.known_replicas) seen = std::max(seen, m_known_replicas);
     // Under Sentinel, half of what is left at most (see
     // failover_try_deadline): a master that hangs is failing over.
     Result<Outcome> outcome = conn
-                                  ? execute(**conn, m_target.replicas, m_replicas_seen, keys, call,
+                                  ? execute(**conn, m_target.replicas, seen, keys, call,
                                             sentinel() ? failover_try_deadline(deadline) : deadline)
                                   : std::unexpected(conn.error());
+    if (!call.known_replicas) m_replicas_seen = seen;
     // Fewer acknowledgements than replicas seen may be a failover in
     // progress: the next try asks the Sentinels where the master is now.
     if (outcome && outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() &&

@@ -34,7 +34,7 @@ Action register_release(CLI::App& command, Context& context) {
     auto client = context.client();
     if (!client) return report(client.error());
     if (*token) {
-      auto released = client->release(o->name, **token);
+      auto released = client->release_confirmed(o->name, **token);
       if (!released) return report(released.error());
       if (auto printed = output::print_released(o->name, context.global.json); !printed)
         return report(printed.error());

@@ -214,7 +214,7 @@ bool give_back(Context& context, lock::LockClient& client, const std::string& na
                              kept.error().message));
     return false;
   }
-  auto released = client.release(name, hold.grant.token);
+  auto released = client.release_confirmed(name, hold.grant.token);
   if (released) {
     context.verbose(fmt::format("released lock '{}'", name));
     return true;

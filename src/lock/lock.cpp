@@ -316,12 +316,65 @@ Result<void> LockClient::release(const std::string& name, const std::string& tok
   return decode_release(name, outcome->reply);
 }
 
+Result<void> LockClient::release_confirmed(const std::string& name, const std::string& token) {
+  const Deadline deadline = Clock::now() + m_backend->command_timeout();
+  const Call call = release_call(token);
+  auto outcome = run(name, confirmed(call, true), deadline);
+  if (!outcome) return std::unexpected(outcome.error());
+  if (auto released = decode_release(name, outcome->reply); !released) return released;
+  return confirm_write(name, outcome->ack, {confirmed(call, false)}, deadline,
+                       fmt::format("the release of lock '{}' is not confirmed", name));
+}
+
 Result<std::vector<HolderView>> LockClient::force_release(const std::string& name,
                                                           const std::string& holder_id,
                                                           const Identity& by) {
-  auto outcome = run(name, force_call(holder_id, by, m_backend->acl_user()));
+  const Deadline deadline = Clock::now() + m_backend->command_timeout();
+  auto outcome =
+      run(name, confirmed(force_call(holder_id, by, m_backend->acl_user()), true), deadline);
   if (!outcome) return std::unexpected(outcome.error());
-  return decode_force(outcome->reply);
+  auto evicted = decode_force(outcome->reply);
+  if (!evicted) return evicted;
+  // Sent again by id: a force of every holder sent again would evict
+  // whoever took the lock since.
+  std::vector<Call> again;
+  for (const auto& holder : *evicted)
+    again.push_back(confirmed(force_call(holder.id, by, m_backend->acl_user()), false));
+  if (auto done =
+          confirm_write(name, outcome->ack, again, deadline,
+                        fmt::format("the forced release of lock '{}' is not confirmed", name));
+      !done)
+    return std::unexpected(done.error());
+  return evicted;
+}
+
+Result<void> LockClient::confirm_write(const std::string& name, std::optional<backend::Ack> ack,
+                                       const std::vector<Call>& again, Deadline deadline,
+                                       const std::string& what) {
+  const Millis within = again.empty() ? Millis(0) : *again.front().replicate_within;
+  while (ack && !ack->enough()) {
+    // ROLE refused is an ACL failure (77): sending again cannot mend it.
+    if (!ack->problem.empty() || Clock::now() + k_confirm_pause >= deadline)
+      return std::unexpected(unacknowledged(
+          fmt::format("{} (a failover under way? check with status)", what), *ack, within));
+    if (!pause_before_retry(k_confirm_pause, deadline, m_backend->interrupt_fd()))
+      return fail(Error::Code::interrupted, "interrupted while waiting for the replicas");
+    // The master that took the write may be failing over: run() follows it
+    // (the Sentinel backend asks the Sentinels again after an unacknowledged
+    // write). Whatever the write finds there now (released, not held,
+    // nobody to evict) counts once the replicas acknowledge that master.
+    std::optional<backend::Ack> worst;
+    for (const Call& call : again) {
+      auto outcome = run(name, call, deadline);
+      if (!outcome) return std::unexpected(outcome.error());
+      if (outcome->ack && !outcome->ack->enough()) {
+        worst = outcome->ack;
+        break;
+      }
+    }
+    ack = worst;
+  }
+  return {};
 }
 
 Result<LockView> LockClient::status(const std::string& name, Millis ttl) {

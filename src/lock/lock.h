@@ -31,6 +31,9 @@ inline constexpr Millis k_leave_budget{1000};
 /// for the reply to its parting release (sent at once; the server may still
 /// be frozen).
 inline constexpr Millis k_parting_budget{250};
+/// Between two sends of a release (or force) the replicas did not
+/// acknowledge: time for the Sentinels to name the new master.
+inline constexpr Millis k_confirm_pause{200};
 
 /// The views of a listing. A deque: it grows without moving what it holds
 /// or touching twice its size (a vector doubling to 100000 views faulted in
@@ -71,7 +74,15 @@ class LockClient {
   /// Default deadline: the command timeout.
   Result<void> release(const std::string& name, const std::string& token,
                        std::optional<Deadline> deadline = std::nullopt);
+  /// A release that must be known to last (the `release` command, `run`'s
+  /// when the command ended): one that too few replicas acknowledged (a
+  /// failover under way: the master that took it may be about to become a
+  /// replica and lose it) is sent again, following the master, until they
+  /// acknowledge it within the command timeout; else unreachable.
+  Result<void> release_confirmed(const std::string& name, const std::string& token);
   /// Evicts every holder, or the one with this short id; returns them.
+  /// Confirmed on the replicas as release_confirmed (sent again for each
+  /// holder evicted, by its id: never for whoever holds it by then).
   Result<std::vector<HolderView>> force_release(const std::string& name,
                                                 const std::string& holder_id, const Identity& by);
 
@@ -96,6 +107,13 @@ class LockClient {
   /// acknowledged is given back and reported as unreachable.
   Result<Attempt> settle(const Request& request, const std::string& token, const Call& call,
                          Result<backend::Outcome> outcome);
+  /// Sends `again` (each call in turn) while `ack` says too few replicas
+  /// acknowledged a write, pausing k_confirm_pause between rounds, until
+  /// they do (then the write counts) or `deadline` (unreachable, "`what`:
+  /// n of m replicas acknowledged ...").
+  Result<void> confirm_write(const std::string& name, std::optional<backend::Ack> ack,
+                             const std::vector<Call>& again, Deadline deadline,
+                             const std::string& what);
   /// A waiter that gives up leaves the queue (or gives back a grant whose
   /// reply it missed), within `budget` and without the interrupt fd.
   void leave_queue(const std::string& name, const std::string& token, Millis budget);

@@ -27,6 +27,13 @@ bool extended(const redis::Reply& reply) {
   return integer_of(reply).value_or(0) > 0;
 }
 
+/// A release that released (1), or a force that evicted someone (an array
+/// longer than its `now`).
+bool changed(const redis::Reply& reply) {
+  if (reply.type == redis::Reply::Type::array) return reply.elements.size() > 1;
+  return integer_of(reply).value_or(0) == 1;
+}
+
 }  // namespace
 
 Millis replication_timeout(Millis ttl) {
@@ -105,6 +112,13 @@ Result<Millis> decode_renew(const std::string& name, const redis::Reply& reply) 
 Call release_call(const std::string& token, bool keep_place) {
   if (keep_place) return Call{{"release", token, "1"}, std::nullopt};
   return Call{{"release", token}, std::nullopt};
+}
+
+Call confirmed(Call call, bool first) {
+  call.replicate_within = replication_timeout(Millis(10'000));
+  call.wrote_lease = first ? changed : nullptr;
+  call.known_replicas = true;
+  return call;
 }
 
 Result<void> decode_release(const std::string& name, const redis::Reply& reply) {

@@ -28,6 +28,9 @@ struct Call {
   /// Whether this reply wrote a lease (granted or extended one): only then
   /// is the acknowledgement waited for.
   bool (*wrote_lease)(const redis::Reply& reply) = nullptr;
+  /// Under Sentinel, with --replicas all, also wait for the replicas the
+  /// Sentinels know of the first master (see ServerBackend::run).
+  bool known_replicas = false;
 };
 
 /// WAIT's timeout for a lease of `ttl`: a tenth of it, at most 1 s, so that
@@ -50,6 +53,12 @@ Result<Millis> decode_renew(const std::string& name, const redis::Reply& reply);
 /// With `keep_place`, a waiter's place in the queue stays: only a grant is
 /// given back.
 Call release_call(const std::string& token, bool keep_place = false);
+/// A call whose write is waited for on the replicas like a lease's (WAIT,
+/// replication_timeout of the default TTL) when `first` wrote something
+/// (a release that released, a force that evicted), and always when it is
+/// sent again to confirm one that was not acknowledged: a no-op on a
+/// master that lost its replicas to a failover must not count either.
+Call confirmed(Call call, bool first);
 Result<void> decode_release(const std::string& name, const redis::Reply& reply);
 
 Call force_call(const std::string& holder_id, const Identity& by, const std::string& acl_user);

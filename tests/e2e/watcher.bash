@@ -12,7 +12,8 @@ now_us() {
 # start_watcher NAME [OPTIONS...]: in the background, tries `acquire -n
 # OPTIONS NAME` every 150 ms until teardown (or stop_watcher); every success
 # is logged with its time to $M/watcher.got (and the lock given back at
-# once), every exit status to $M/watcher.rc.
+# once, with the same OPTIONS: global ones such as --replicas), every exit
+# status to $M/watcher.rc.
 start_watcher() {
   local name="$1"
   shift
@@ -24,7 +25,7 @@ start_watcher() {
       echo "$rc" >>"$M/watcher.rc"
       if ((rc == 0)); then
         now_us >>"$M/watcher.got"
-        "$RLOCK" release "$name" --token "$token" 2>>"$M/watcher.err"
+        "$RLOCK" release "$name" --token "$token" "$@" 2>>"$M/watcher.err"
       fi
       nap 0.15
     done
