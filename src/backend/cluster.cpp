@@ -329,6 +329,9 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
     if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
   std::vector<std::string> problems;
   std::optional<Error> auth_error;
+  // Nodes that answered that they are no Cluster's (a plain server named
+  // among the seeds): only all of them is the user's configuration to fix.
+  std::vector<std::string> not_cluster;
   for (std::size_t k = 0; k < unique.size(); ++k) {
     const NodeAddress& node = unique[k];
     if (Clock::now() >= deadline) break;
@@ -350,6 +353,9 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
       if (error.code == Error::Code::interrupted) return std::unexpected(error);
       if (error.code == Error::Code::unreachable) drop(node);
       if (error.code == Error::Code::auth) auth_error = error;
+      if (error.code == Error::Code::server &&
+          error.message.find("cluster support disabled") != std::string::npos)
+        not_cluster.push_back(node.text());
       problems.push_back(error.message);
       continue;
     }
@@ -366,6 +372,14 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
     return {};
   }
   if (auth_error && problems.size() == 1) return std::unexpected(*auth_error);
+  if (!not_cluster.empty() && not_cluster.size() == problems.size())
+    return fail(
+        Error::Code::config,
+        fmt::format("{} {} (cluster support disabled): a redis:// URL "
+                    "with several hosts lists a Cluster's seed nodes; give a plain server "
+                    "one host, and each server of a quorum a URL of its own",
+                    fmt::join(not_cluster, ", "),
+                    not_cluster.size() == 1 ? "is not a Cluster node" : "are not Cluster nodes"));
   const std::string why = problems.empty() ? std::string("no time left to ask")
                                            : fmt::format("{}", fmt::join(problems, "; "));
   Error error{Error::Code::unreachable, fmt::format("no node of the Cluster answered: {}", why)};

@@ -31,6 +31,14 @@ int connected_replicas(const redis::Reply& role) {
   return static_cast<int>(role.elements[2].elements.size());
 }
 
+/// A server that says ROLE "sentinel", named by a redis:// URL.
+std::string sentinel_not_server(const std::string& where) {
+  return fmt::format(
+      "{} is a Sentinel, not a Redis server: a Sentinel URL is "
+      "redis-sentinel://HOST:PORT/DB#MASTER",
+      where);
+}
+
 bool is_noscript(const redis::Reply& reply) {
   return reply.is_error() && redis::server_error_kind(reply.str) == redis::ServerError::noscript;
 }
@@ -150,6 +158,11 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     if (!replies) return std::unexpected(replies.error());
     if (first && first_reply) *first_reply = std::move(replies->front());
     if (ask_role) role = std::move((*replies)[first ? 1 : 0]);
+    // A Sentinel answers ROLE but runs no script: the URL names the wrong
+    // kind of server, which no retry will change.
+    if (role && role->type == redis::Reply::Type::array && !role->elements.empty() &&
+        role->elements[0].str == "sentinel")
+      return fail(Error::Code::config, sentinel_not_server(conn.describe()));
     auto& last = replies->back();
     if (is_noscript(last)) {
       reply = conn.eval(lock_script(), keys, call.args, deadline);  // loads it again

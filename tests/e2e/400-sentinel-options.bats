@@ -101,6 +101,33 @@ $bad")"
   rl 78 -u "redis-sentinel://127.0.0.1:$REDIS_PORT/0#mymaster" status snt
 }
 
+@test "sentinel: a redis:// URL naming a Sentinel is a configuration error (78), not a refused script (76)" {
+  local port dir="$BATS_TEST_TMPDIR/sentinel" i
+  port="$(free_port)"
+  mkdir -p "$dir"
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %s 1\n' \
+    "$port" "$dir" "$REDIS_PORT" >"$dir/sentinel.conf"
+  redis-server "$dir/sentinel.conf" --sentinel >"$dir/log" 2>&1 </dev/null 3>&- &
+  echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && break
+    nap 0.05
+  done
+  # A failed assertion must not leave the Sentinel running.
+  trap 'kill_bg_pids' RETURN
+  rl 78 -u "redis://127.0.0.1:$port/0" acquire snt -n
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "127.0.0.1:$port/0 is a Sentinel, not a Redis server: a Sentinel URL is redis-sentinel://"
+}
+
+@test "cluster: seeds that are all plain servers are a configuration error (78), not a Cluster out of reach (69)" {
+  rl 78 -u "redis://127.0.0.1:$REDIS_PORT,localhost:$REDIS_PORT/0" acquire seeds -n
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "127.0.0.1:$REDIS_PORT, localhost:$REDIS_PORT are not Cluster nodes (cluster support disabled)"
+  # One seed a Cluster node would answer for is still only out of reach.
+  rl 69 -u "redis://127.0.0.1:$REDIS_PORT,127.0.0.1:1/0" acquire seeds -n
+}
+
 @test "cluster: a comma list of hosts in one redis:// URL is one Cluster; no seed reachable is 69 at once" {
   # (430-cluster.bats tests seed lists against a real Cluster.)
   rl 69 -u 'redis://127.0.0.1:1,127.0.0.1:2' status x
