@@ -99,15 +99,17 @@ int live_replicas(const redis::Reply& reply) {
   if (reply.type != redis::Reply::Type::array) return -1;
   int live = 0;
   for (const auto& replica : reply.elements) {
-    std::string_view flags, link;
+    std::string_view flags;
     const auto& fields = replica.elements;
     for (std::size_t k = 0; k + 1 < fields.size(); k += 2) {
       if (fields[k].str == "flags") flags = fields[k + 1].str;
-      if (fields[k].str == "master-link-status") link = fields[k + 1].str;
     }
     const auto has = [&](std::string_view flag) { return flags.find(flag) != flags.npos; };
     if (has("s_down")) continue;
-    if (has("promoted") || (!has("disconnected") && link == "ok")) ++live;
+    // Not the link status the Sentinel last heard: after a failover it
+    // still said "ok" for the replica just promoted and "err" for the old
+    // master rejoining, which did acknowledge (probe P).
+    if (has("promoted") || !has("disconnected")) ++live;
   }
   return live;
 }

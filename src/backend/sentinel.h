@@ -23,13 +23,12 @@ struct Discovery {
   int replicas = -1;
 };
 
-/// The replicas in a SENTINEL REPLICAS reply that replicate the master
-/// (the Sentinel reaches them, neither thinks them down nor heard them
-/// say their link to the master is down: one still syncing after a
-/// failover does not count yet), and the one a failover under way has
-/// just promoted (the leading Sentinel shows it "slave,disconnected,
-/// promoted" for a moment): it still counts as the old master's, whose
-/// writes it no longer receives. -1 for a reply that is not a list.
+/// The replicas in a SENTINEL REPLICAS reply that the Sentinel neither
+/// thinks down (s_down) nor cannot reach (disconnected), and the one a
+/// failover under way has just promoted (the leading Sentinel shows it
+/// "slave,disconnected,promoted" for a moment): it still counts as the old
+/// master's, whose writes it no longer receives. -1 for a reply that is
+/// not a list.
 int live_replicas(const redis::Reply& reply);
 
 /// A connection to the current master of `target` before `deadline`.

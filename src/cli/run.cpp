@@ -222,8 +222,12 @@ bool give_back(Context& context, lock::LockClient& client, const std::string& na
   if (released.error().code == Error::Code::not_owner) {
     context.warn(fmt::format("warning: lock '{}' was no longer held when the command ended", name));
   } else {
-    context.warn(fmt::format("warning: could not release lock '{}' ({}); it expires within {}",
-                             name, released.error().message, format_duration(timing.ttl)));
+    // Not confirmed may still have been done (a release the replicas did
+    // not acknowledge): the warning says what is known.
+    context.warn(fmt::format(
+        "warning: could not release lock '{}' for certain ({}); if it is still held, it "
+        "expires within {}",
+        name, released.error().message, format_duration(timing.ttl)));
   }
   return false;
 }

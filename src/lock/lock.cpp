@@ -229,6 +229,11 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
       leave_queue(request.name, *token, k_leave_budget);
     else if (error.code == Error::Code::unreachable)
       leave_queue(request.name, *token, k_parting_budget);
+    else if (queued)
+      // Queued, then refused (a BLPOP the ACL does not allow, a script
+      // error): the server answers, and a place left behind would be
+      // granted the lock with nobody to take it (probe P).
+      leave_queue(request.name, *token, k_leave_budget);
     return std::unexpected(error);
   };
   // The try the last wait already made (pipelined behind its BLPOP).
@@ -353,8 +358,11 @@ Result<void> LockClient::confirm_write(const std::string& name, std::optional<ba
                                        const std::string& what) {
   const Millis within = again.empty() ? Millis(0) : *again.front().replicate_within;
   while (ack && !ack->enough()) {
-    // ROLE refused is an ACL failure (77): sending again cannot mend it.
-    if (!ack->problem.empty() || Clock::now() + k_confirm_pause >= deadline)
+    // ROLE refused (an ACL without +role): the replicas cannot be counted,
+    // now or later, and the write itself was done. Minimum ACL says ROLE
+    // is needed only to take and renew under --replicas all.
+    if (!ack->problem.empty()) return {};
+    if (Clock::now() + k_confirm_pause >= deadline)
       return std::unexpected(unacknowledged(
           fmt::format("{} (a failover under way? check with status)", what), *ack, within));
     if (!pause_before_retry(k_confirm_pause, deadline, m_backend->interrupt_fd()))

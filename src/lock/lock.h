@@ -110,7 +110,8 @@ class LockClient {
   /// Sends `again` (each call in turn) while `ack` says too few replicas
   /// acknowledged a write, pausing k_confirm_pause between rounds, until
   /// they do (then the write counts) or `deadline` (unreachable, "`what`:
-  /// n of m replicas acknowledged ...").
+  /// n of m replicas acknowledged ..."). A write whose replicas cannot be
+  /// counted (ROLE refused) counts as it is.
   Result<void> confirm_write(const std::string& name, std::optional<backend::Ack> ack,
                              const std::vector<Call>& again, Deadline deadline,
                              const std::string& what);

@@ -224,4 +224,43 @@ step 77 "without +role, acquire -w 60s is refused at once" \
 grep -q 'ROLE was refused' "$work/err" || { echo "acl.sh: not refused for ROLE:" >&2; cat "$work/err" >&2; exit 1; }
 step 0 "without +role, --replicas 0 takes the lock" \
   timeout 10 "$RLOCK" --user part --password-file "$work/password" --replicas 0 acquire acl-role
+
+# An ACL selector may allow a command on other keys only: the script asks
+# about each command with the key it uses it on. Here LPUSH (the grant to
+# a waiter) is allowed only elsewhere: a release that would wake a waiter
+# is refused with nothing changed.
+admin ACL DELUSER part >/dev/null
+read -ra part_args <<<"$(sed -E 's/ \+lpush( |$)/ /' <<<"${acl_line/SETUSER locker/SETUSER part}")"
+part_args=("${part_args[@]/>PASSWORD/>$password}" '(+lpush ~elsewhere:*)')
+[[ "$(admin "${part_args[@]}")" == OK ]] || { echo "acl.sh: redis rejected the selector user" >&2; exit 1; }
+sel_token="$(as_admin acquire -t 60s acl-part-sel)"
+as_admin acquire -w 30s acl-part-sel >/dev/null 2>&1 &
+bg_pid=$!
+for ((i = 0; i < 100; i++)); do
+  [[ "$(as_admin --json status acl-part-sel)" == *'"waiters":[{'* ]] && break
+  sleep 0.05
+done
+before="$(state)"
+step 77 "a release that would grant a waiter, by a user allowed LPUSH only elsewhere, is refused" \
+  timeout 10 "$RLOCK" --user part --password-file "$work/password" release acl-part-sel --token "$sel_token"
+grep -q "'lpush'" "$work/err" || { echo "acl.sh: not refused for LPUSH:" >&2; cat "$work/err" >&2; exit 1; }
+[[ "$(state)" == "$before" ]] || { echo "acl.sh: the refused release changed acl-part-sel" >&2; exit 1; }
+as_admin release acl-part-sel --token "$sel_token" >/dev/null
+wait "$bg_pid" || { echo "acl.sh: the waiter on acl-part-sel did not get it" >&2; exit 1; }
+bg_pid=""
+
+# A waiter whose BLPOP the ACL refuses leaves the queue it joined: else the
+# next release grants the lock to nobody, for the waiter lease.
+admin ACL DELUSER part >/dev/null
+read -ra part_args <<<"$(sed -E 's/ \+blpop( |$)/ /' <<<"${acl_line/SETUSER locker/SETUSER part}")"
+[[ "$(admin "${part_args[@]/>PASSWORD/>$password}")" == OK ]] || { echo "acl.sh: redis rejected the user without +blpop" >&2; exit 1; }
+step 77 "without +blpop, acquire -w is refused" \
+  timeout 10 "$RLOCK" --user part --password-file "$work/password" acquire -w 5s acl-part
+grep -q "blpop" "$work/err" || { echo "acl.sh: not refused for BLPOP:" >&2; cat "$work/err" >&2; exit 1; }
+queue="$(as_admin --json status acl-part)"
+[[ "$queue" == *'"waiters":[]'* ]] || {
+  echo "acl.sh: the refused waiter left itself in the queue of acl-part: $queue" >&2
+  exit 1
+}
+echo "  ok: the refused waiter left the queue"
 echo "acl: the documented minimum ACL works for every command"

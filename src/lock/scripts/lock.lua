@@ -87,12 +87,26 @@ if op == 'uptime' then return uptime_ms() end
 -- own lease, its expiries and purge_at, ask about the six commands they
 -- call (LEASE_COMMANDS); every other write asks about all of them, and
 -- EXISTS with every key (read access to each).
+-- The key a command is asked about: zsets H, hashes I, strings F, LPUSH a
+-- wake list, INFO its section.
+local function key_for(command)
+  local first = string.sub(command, 1, 1)
+  if command == 'LPUSH' then return wake_key(string.rep('0', 40)) end
+  if command == 'INFO' then return 'server' end
+  if first == 'Z' then return H end
+  if first == 'H' then return I end
+  if command == 'GET' or command == 'SET' then return F end
+  return H
+end
+
 local function acl_refusal(keys, commands)
   local missing
   if not redis.acl_check_cmd('DEL', unpack(keys)) then missing = 'DEL' end
   for _, command in ipairs(commands) do
     if missing then break end
-    if not redis.acl_check_cmd(command) then missing = command end
+    -- With the key it is used on (one per kind): an ACL selector may allow
+    -- a command on other keys only.
+    if not redis.acl_check_cmd(command, key_for(command)) then missing = command end
   end
   if missing then
     return redis.error_reply('NOPERM this user has no permissions to run the \'' ..
