@@ -724,8 +724,29 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   // has been up for the TTL (the "delayed restart" of Redlock).
   auto batch = send(name, lock::with_min_uptime(call, ttl), deadline);
   auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>& r) {
-    return lock::count_acquire(r).verdict != lock::Verdict::pending;
+    const auto count = lock::count_acquire(r);
+    return count.verdict != lock::Verdict::pending || count.split;
   });
+  // A majority answered, and the lock went to several waiters (each member
+  // hands it to the head of its own queue): only the members yet to answer
+  // could still make our grants a majority. A member that is merely slower
+  // is given as long again as the acquire took so far (k_split_grace at
+  // least). Waiting for a frozen one until the deadline (the command
+  // timeout, 5 s) held our grants, extended to the TTL by this very
+  // acquire, and the waiter holding the other grants did the same: nobody
+  // got the lock while one member of five was frozen. After the grace it
+  // counts as not granted: everything is given back (on the silent member
+  // behind the request still stuck there), and the next try comes after a
+  // random pause.
+  if (const auto count = replies ? lock::count_acquire(*replies) : lock::AcquireCount{};
+      count.verdict == lock::Verdict::pending && count.split) {
+    constexpr Millis k_split_grace{50};
+    const auto so_far = std::max(k_split_grace, std::chrono::ceil<Millis>(Clock::now() - started));
+    replies = gather(*batch, std::min(deadline, Clock::now() + so_far),
+                     [](const std::vector<MemberReply>& r) {
+                       return lock::count_acquire(r).verdict != lock::Verdict::pending;
+                     });
+  }
   if (!replies) {
     give_back(name, token, everyone);
     return std::unexpected(replies.error());
@@ -826,11 +847,20 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   // the place away, and the next try put the waiter back at the tail
   // there: under load the members' queues drifted apart and a later
   // waiter could collect a majority first.
+  // Split grants are the exception: giving back only the grants put each
+  // contender at the tail of the members that had granted to it, and kept
+  // its early place on the others, which then handed the lock to it while
+  // the first ones handed it to its rival: the same split again, mirrored,
+  // for seconds on end while a member was frozen or dead (nothing breaks
+  // the tie). A contender leaves every queue instead, and queues again
+  // after its random pause, behind the waiters that did not take part.
+  const bool keep_places = enqueue && !count.split;
   std::vector<std::size_t> back;
   for (std::size_t k : everyone)
-    if (!enqueue || std::find(count.queued.begin(), count.queued.end(), k) == count.queued.end())
+    if (!keep_places ||
+        std::find(count.queued.begin(), count.queued.end(), k) == count.queued.end())
       back.push_back(k);
-  give_back(name, token, back, enqueue);
+  give_back(name, token, back, keep_places);
   if (count.granted > 0) m_back_off = true;
   const std::size_t answered = m_members.size() - count.failed - count.pending;
   if (answered < lock::majority(m_members.size()))

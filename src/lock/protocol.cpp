@@ -370,6 +370,9 @@ AcquireCount count_acquire(const std::vector<MemberReply>& members) {
   else if (count.granted + count.pending < need &&
            (counted >= need || counted + count.pending < need))
     count.verdict = Verdict::no;
+  count.split = count.granted > 0 && count.granted < need &&
+                count.granted + count.refused >= need &&
+                count.granted + count.pending + count.failed >= need;
   if (count.refusal.type != redis::Reply::Type::array)
     count.refusal =
         redis::Reply::of_array({redis::Reply::of_integer(0), redis::Reply::of_integer(0)});

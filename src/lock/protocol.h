@@ -135,6 +135,13 @@ struct AcquireCount {
   std::vector<std::size_t> grants;  // the members that granted
   std::vector<std::size_t> queued;  // the members where the token is queued
   Verdict verdict = Verdict::pending;
+  /// A majority answered and some of them granted, too few for a majority,
+  /// but enough for one with the members that did not answer (yet, or at
+  /// all): the members that answered handed the lock to different waiters
+  /// (their queues disagree), and only the silent members could still
+  /// decide. The backend waits for those only briefly, and a waiter whose
+  /// try ends so gives back its queue places too (see QuorumBackend).
+  bool split = false;
   /// The reply to give the caller when not granted: a member's -1 (limit
   /// mismatch) if any, else the busy reply with the smallest queue position.
   redis::Reply refusal;

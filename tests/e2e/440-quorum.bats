@@ -380,6 +380,86 @@ print(v["members"][4]["error"])' "$output"
   assert_equal "$(tr '\n' ' ' <"$BATS_TEST_TMPDIR/order")" "1 2 3 4 5 "
 }
 
+# q_live_count KEY N: whether members 1-4 each have N members in zset KEY;
+# $seen says what they have.
+q_live_count() {
+  local k n=0
+  seen=""
+  for k in 1 2 3 4; do
+    REDIS_CMD_TIMEOUT=2 redis_cmd "$(q_port "$k")" ZCARD "$1" 2>/dev/null || redis_reply=(none)
+    seen+=" ${redis_reply[0]}"
+    [[ "${redis_reply[0]}" == "$2" ]] && n=$((n + 1))
+  done
+  ((n == 4))
+}
+
+# q_live_queued NAME N: until members 1-4 each have N waiters of lock NAME
+# queued (member 5 is frozen in the test below).
+q_live_queued() {
+  local tries=0 seen
+  until q_live_count "rlock:{$1}:q" "$2"; do
+    ((++tries < 200)) || fail "not $2 waiters of $1 queued on members 1-4 (queues:$seen)"
+    nap 0.05
+  done
+}
+
+@test "quorum: waiters the members rank in opposite orders both get the lock while a member is frozen" {
+  # Members 1 and 2 have waiter a first, 3 and 4 have b first (their
+  # queues reordered by hand), and member 5 is frozen: the release hands
+  # the lock to a on 1-2 and to b on 3-4, and only the frozen member could
+  # make either pair a majority. Each waiter used to wait for it until the
+  # command timeout (5 s) holding its pair, give the grants back, be
+  # handed the other pair (the same split, mirrored) and wait again:
+  # nobody got the lock while the member stayed frozen (probe: 1 entry in
+  # 10 s from six looping runs). The TTL is long enough for a loaded
+  # machine to queue both waiters (the members must be up that long).
+  q_wait_uptime 10
+  # The holder on every member: a member slower than the others may be
+  # given back its grant (on a loaded machine), and would then grant to
+  # each waiter in turn rather than queue it.
+  local token k q seen
+  for ((k = 0; ; k++)); do
+    rl 0 acquire sq -t 10s
+    token="$output"
+    q_live_count 'rlock:{sq}:h' 1 && break
+    ((k < 5)) || fail "the holder is not on every member (holders:$seen)"
+    rl 0 release sq --token "$token"
+  done
+  q_freeze 5
+  # The command timeout goes up to 10 s with the connect timeout: how long
+  # the waiters used to wait for the frozen member each time.
+  session a "\"\$RLOCK\" --connect-timeout 10s run sq -w 30s -t 10s -c 'echo a >>\"\$DIR/order\"'"
+  q_live_queued sq 1
+  session b "\"\$RLOCK\" --connect-timeout 10s run sq -w 30s -t 10s -c 'echo b >>\"\$DIR/order\"'"
+  q_live_queued sq 2
+  for k in 3 4; do
+    mapfile -t q < <(qcli "$k" ZRANGE 'rlock:{sq}:q' 0 -1 WITHSCORES)
+    ((${#q[@]} == 4)) || fail "member $k queue: ${q[*]}"
+    # a (q[0], arrival q[1]) and b (q[2], q[3]) swap their places.
+    qcli "$k" ZADD 'rlock:{sq}:q' "${q[3]}" "${q[0]}" "${q[1]}" "${q[2]}" >/dev/null
+    qcli "$k" ZADD 'rlock:{sq}:x' "${q[3]}" "${q[0]}" "${q[1]}" "${q[2]}" >/dev/null
+  done
+  local start elapsed i done=0
+  start="$(now_ms)"
+  rl 0 release sq --token "$token"
+  # Both within 5 s (a fraction of a second unloaded); before the fix,
+  # neither within 10 s.
+  for ((i = 0; i < 100; i++)); do
+    [[ -f "$BATS_TEST_TMPDIR/order" ]] && done="$(wc -l <"$BATS_TEST_TMPDIR/order")"
+    ((done == 2)) && break
+    nap 0.05
+  done
+  elapsed=$(($(now_ms) - start))
+  echo "# two waiters split 2/2 with a member frozen: $done done in $elapsed ms" >&3
+  ((done == 2)) || fail "after $elapsed ms, $done of the 2 waiters got the lock"
+  wait_sessions
+  # The frozen member then runs what it was sent, in order: every grant it
+  # makes is given back behind it, and no majority holds the lock.
+  q_thaw 5
+  nap 0.5
+  rl 0 acquire sq -n -t "$Q_TTL"
+}
+
 @test "quorum: status NAME and release --force answered by a minority exit 69, naming the members" {
   # Held on members 3-5 only (1 and 2 frozen while it is taken, and given
   # it back when they resume)...

@@ -119,6 +119,55 @@ TEST(Quorum, AcquireVerdictAsRepliesArrive) {
   }
 }
 
+TEST(Quorum, AcquireSplitWhenOnlyTheSilentMembersCouldMakeAMajority) {
+  struct Case {
+    const char* what;
+    std::vector<MemberReply> members;
+    Verdict verdict;
+    bool split;
+  };
+  const std::vector<Case> cases = {
+      {"two grants, two refusals, one frozen (the probe's stall)",
+       {granted(5), queued(1), queued(1), granted(6), pending()},
+       Verdict::pending,
+       true},
+      {"the same with the fifth member dead",
+       {granted(5), queued(1), queued(1), granted(6), failed()},
+       Verdict::no,
+       true},
+      {"one grant, two refusals, two frozen",
+       {queued(1), granted(5), pending(), queued(2), pending()},
+       Verdict::pending,
+       true},
+      {"two grants, one refusal, two silent: the silent decide",
+       {granted(5), granted(6), queued(1), pending(), pending()},
+       Verdict::pending,
+       true},
+      {"two grants, two pending: no majority answered",
+       {granted(5), granted(6), pending(), pending(), failed()},
+       Verdict::pending,
+       false},
+      {"every member answered: the fifth broke the tie",
+       {granted(5), queued(1), queued(1), granted(6), queued(2)},
+       Verdict::no,
+       false},
+      {"one grant and three refusals: no majority even with the silent one",
+       {granted(5), queued(1), queued(1), queued(2), pending()},
+       Verdict::no,
+       false},
+      {"no grant", {queued(1), queued(1), queued(2), pending(), pending()}, Verdict::no, false},
+      {"a majority granted",
+       {granted(5), granted(6), granted(7), queued(1), pending()},
+       Verdict::yes,
+       false},
+  };
+  for (const auto& c : cases) {
+    auto count = count_acquire(c.members);
+    EXPECT_EQ(count.verdict, c.verdict) << c.what;
+    EXPECT_EQ(count.split, c.split) << c.what;
+  }
+}
+
 TEST(Quorum, AcquireRefusalShowsTheNearestQueuePositionAndTheQueuedMembers) {
   auto count = count_acquire({queued(3), granted(4), queued(1), failed(), queued(2)});
   EXPECT_EQ(count.verdict, Verdict::no);
