@@ -101,34 +101,49 @@ holder_expiry() {
   assert_greater "$(json 'd["fence"]')" "$(<"$M/section.fence")"
 }
 
+# releases_across_failover PREFIX: takes 12 locks, asks the Sentinels for a
+# failover and releases (odd) or forces (even) each, 150 ms apart, while it
+# goes on; the exit statuses in $M/PREFIX.K.rc. Returns 1 when no new master
+# came within 15 s (a failover the Sentinels aborted on a busy machine).
+releases_across_failover() {
+  local p="$1" k old rc
+  for ((k = 1; k <= 12; k++)); do
+    rl 0 acquire "$p-$k" -t 60s
+    echo "$output" >"$M/$p.$k.token"
+  done
+  old="$(master_port)"
+  until_ok 75 sentinel_cli 1 SENTINEL FAILOVER "$TOPO_NAME" || fail "SENTINEL FAILOVER: $reply"
+  for ((k = 1; k <= 12; k++)); do
+    rc=0
+    if ((k % 2)); then
+      "$RLOCK" release "$p-$k" --token "$(<"$M/$p.$k.token")" >/dev/null 2>"$M/$p.$k.err" || rc=$?
+    else
+      "$RLOCK" release "$p-$k" --force >/dev/null 2>"$M/$p.$k.err" || rc=$?
+    fi
+    echo "$rc" >"$M/$p.$k.rc"
+    nap 0.15
+  done
+  _new_master "$old" 15 >/dev/null
+}
+
 @test "sentinel: a release or forced release that exits 0 during SENTINEL FAILOVER has freed the lock on the new master" {
   # A write that lands on the old master after its replica was promoted,
   # before the Sentinels demote it, is lost. A release (or force) is only
   # reported done once the replicas of the master that has it acknowledge.
-  local k old rc n=12 codes=()
-  for ((k = 1; k <= n; k++)); do
-    rl 0 acquire "fo-$k" -t 60s
-    echo "$output" >"$M/token.$k"
-  done
-  old="$(master_port)"
-  until_ok 75 sentinel_cli 1 SENTINEL FAILOVER "$TOPO_NAME" || fail "SENTINEL FAILOVER: $reply"
-  for ((k = 1; k <= n; k++)); do
-    rc=0
-    if ((k % 2)); then
-      "$RLOCK" release "fo-$k" --token "$(<"$M/token.$k")" >/dev/null 2>"$M/err.$k" || rc=$?
-    else
-      "$RLOCK" release "fo-$k" --force >/dev/null 2>"$M/err.$k" || rc=$?
-    fi
-    codes[k]="$rc"
-    nap 0.15
-  done
-  wait_for_new_master "$old" 15 >/dev/null
-  for ((k = 1; k <= n; k++)); do
-    echo "# fo-$k: exit ${codes[k]} $(<"$M/err.$k")" >&3
-    case "${codes[k]}" in
-      0) rl 1 status "fo-$k" ;;
+  local p=fo k code
+  if ! releases_across_failover fo; then
+    echo "# the Sentinels gave up the failover; once more" >&3
+    wait_topology_healthy
+    p=fo2
+    releases_across_failover fo2 || fail "no failover in two tries"
+  fi
+  for ((k = 1; k <= 12; k++)); do
+    code="$(<"$M/$p.$k.rc")"
+    echo "# $p-$k: exit $code $(<"$M/$p.$k.err")" >&3
+    case "$code" in
+      0) rl 1 status "$p-$k" ;;
       69) ;; # not confirmed, as documented: check with status
-      *) fail "release of fo-$k exited ${codes[k]}: $(<"$M/err.$k")" ;;
+      *) fail "release of $p-$k exited $code: $(<"$M/$p.$k.err")" ;;
     esac
   done
 }
