@@ -225,14 +225,12 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
   // the queue to a caller that has gone. The release goes out behind it
   // and undoes it; the reply is waited for only briefly.
   const auto give_up = [&](const Error& error) -> Result<Grant> {
-    if (error.code == Error::Code::interrupted)
-      leave_queue(request.name, *token, k_leave_budget);
-    else if (error.code == Error::Code::unreachable)
+    // So does one queued, then refused (a BLPOP the ACL does not allow, a
+    // script error): the server answers, and a place left behind would be
+    // granted the lock with nobody to take it (probe P).
+    if (error.code == Error::Code::unreachable)
       leave_queue(request.name, *token, k_parting_budget);
-    else if (queued)
-      // Queued, then refused (a BLPOP the ACL does not allow, a script
-      // error): the server answers, and a place left behind would be
-      // granted the lock with nobody to take it (probe P).
+    else if (error.code == Error::Code::interrupted || queued)
       leave_queue(request.name, *token, k_leave_budget);
     return std::unexpected(error);
   };

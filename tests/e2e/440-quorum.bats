@@ -626,7 +626,9 @@ q_live_queued() {
   # Up for seconds, not an hour: under the delayed-restart rule no member
   # counts for a 1 h lease, whatever the lock's state.
   rl 69 acquire young -n -t 1h
-  assert_stderr --partial "only 0 of 5 quorum members have been up for the TTL (1h), 5 for less"
+  # Every member that answers is too young; on a busy machine one may not
+  # have answered by the time three refusals decided.
+  assert_stderr --regexp "only 0 of 5 quorum members have been up for the TTL \(1h\), (5 for less|4 for less, 1 did not answer)"
   # A wait that ends so says the same, not "timed out waiting" (75); its
   # waiting line names no holder, as nobody holds the lock.
   rl 69 -v acquire young -w 1s -t 1h
