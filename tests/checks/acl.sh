@@ -182,14 +182,21 @@ part_token="$(cat "$work/part.token")"
 as_admin acquire -t 600s -l 2 acl-part-pool >/dev/null
 before="$(state)"
 [[ "$before" == *'rlock:{acl-part}:h'* ]] || { echo "acl.sh: no keys for acl-part" >&2; exit 1; }
+# part_user CMD [RULE...]: (re)creates the user `part`: the documented ACL
+# without +CMD, then RULEs (a selector).
+part_user() {
+  local cmd="$1" line args
+  shift
+  line="$(sed -E "s/ \\+$cmd( |$)/ /" <<<"${acl_line/SETUSER locker/SETUSER part}")"
+  [[ "$line" != *" +$cmd "* && "$line" != *" +$cmd" ]] || { echo "acl.sh: +$cmd not removed" >&2; exit 1; }
+  read -ra args <<<"${line/>PASSWORD/>$password}"
+  admin ACL DELUSER part >/dev/null
+  [[ "$(admin "${args[@]}" "$@")" == OK ]] || { echo "acl.sh: redis rejected the user without +$cmd $*" >&2; exit 1; }
+}
+as_part() { timeout 20 "$RLOCK" --user part --password-file "$work/password" "$@" </dev/null; }
 for cmd in $script_cmds; do
   [[ "$cmd" == time ]] && continue # the first call: nothing is written before it
-  part_line="$(sed -E "s/ \\+$cmd( |$)/ /" <<<"${acl_line/SETUSER locker/SETUSER part}")"
-  [[ "$part_line" != *" +$cmd "* && "$part_line" != *" +$cmd" ]] || { echo "acl.sh: +$cmd not removed" >&2; exit 1; }
-  read -ra part_args <<<"${part_line/>PASSWORD/>$password}"
-  admin ACL DELUSER part >/dev/null
-  [[ "$(admin "${part_args[@]}")" == OK ]] || { echo "acl.sh: redis rejected the user without +$cmd" >&2; exit 1; }
-  as_part() { timeout 20 "$RLOCK" --user part --password-file "$work/password" "$@" </dev/null; }
+  part_user "$cmd"
   for op in "acquire -n acl-part" "acquire -n acl-part-free" "acquire -n -l 2 acl-part-pool" \
     "renew acl-part --token $part_token" "release acl-part --token $part_token" \
     "release acl-part --force" "run -n acl-part-run -- true"; do
@@ -216,9 +223,7 @@ for cmd in $script_cmds; do
 done
 echo "  ok: without any one of the script's $(wc -w <<<"$script_cmds") commands, every write is refused and changes nothing"
 as_admin renew acl-part --token "$part_token" >/dev/null || { echo "acl.sh: the holder lost acl-part" >&2; exit 1; }
-admin ACL DELUSER part >/dev/null
-read -ra part_args <<<"$(sed -E 's/ \+role( |$)/ /' <<<"${acl_line/SETUSER locker/SETUSER part}")"
-[[ "$(admin "${part_args[@]/>PASSWORD/>$password}")" == OK ]] || { echo "acl.sh: redis rejected the user without +role" >&2; exit 1; }
+part_user role
 step 77 "without +role, acquire -w 60s is refused at once" \
   timeout 10 "$RLOCK" --user part --password-file "$work/password" acquire -w 60s acl-role
 grep -q 'ROLE was refused' "$work/err" || { echo "acl.sh: not refused for ROLE:" >&2; cat "$work/err" >&2; exit 1; }
@@ -229,10 +234,7 @@ step 0 "without +role, --replicas 0 takes the lock" \
 # about each command with the key it uses it on. Here LPUSH (the grant to
 # a waiter) is allowed only elsewhere: a release that would wake a waiter
 # is refused with nothing changed.
-admin ACL DELUSER part >/dev/null
-read -ra part_args <<<"$(sed -E 's/ \+lpush( |$)/ /' <<<"${acl_line/SETUSER locker/SETUSER part}")"
-part_args=("${part_args[@]/>PASSWORD/>$password}" '(+lpush ~elsewhere:*)')
-[[ "$(admin "${part_args[@]}")" == OK ]] || { echo "acl.sh: redis rejected the selector user" >&2; exit 1; }
+part_user lpush '(+lpush ~elsewhere:*)'
 sel_token="$(as_admin acquire -t 60s acl-part-sel)"
 as_admin acquire -w 30s acl-part-sel >/dev/null 2>&1 &
 bg_pid=$!
@@ -251,9 +253,7 @@ bg_pid=""
 
 # A waiter whose BLPOP the ACL refuses leaves the queue it joined: else the
 # next release grants the lock to nobody, for the waiter lease.
-admin ACL DELUSER part >/dev/null
-read -ra part_args <<<"$(sed -E 's/ \+blpop( |$)/ /' <<<"${acl_line/SETUSER locker/SETUSER part}")"
-[[ "$(admin "${part_args[@]/>PASSWORD/>$password}")" == OK ]] || { echo "acl.sh: redis rejected the user without +blpop" >&2; exit 1; }
+part_user blpop
 step 77 "without +blpop, acquire -w is refused" \
   timeout 10 "$RLOCK" --user part --password-file "$work/password" acquire -w 5s acl-part
 grep -q "blpop" "$work/err" || { echo "acl.sh: not refused for BLPOP:" >&2; cat "$work/err" >&2; exit 1; }
