@@ -109,6 +109,18 @@ bool is_ancestor(pid_t pid) {
   return false;
 }
 
+/// True when `holder` is an enclosing `rlock run` of this process: on this
+/// host, one of our ancestors, and running the same program as we do. The
+/// id, host and pid of every holder are public (status), and pids repeat
+/// across hosts and containers, so an ancestor with the holder's pid alone
+/// proves nothing: `RLOCK_HELD=ID:NAME` copied into another host's
+/// environment would skip the lock there.
+bool is_enclosing_run(const lock::Identity& holder) {
+  if (holder.host != lock::local_identity(0, "").host) return false;
+  const auto pid = static_cast<pid_t>(holder.pid);
+  return is_ancestor(pid) && process_name(pid) == process_name(getpid());
+}
+
 /// The holds of the enclosing runs that are for `name`: from RLOCK_HELD (every
 /// enclosing run, outermost first) and RLOCK_NAME/RLOCK_TOKEN (the innermost).
 std::vector<supervise::HeldLock> enclosing_holds_of(const std::string& name) {
@@ -125,9 +137,9 @@ std::vector<supervise::HeldLock> enclosing_holds_of(const std::string& name) {
 
 /// True when an enclosing `rlock run` of this process tree holds `name`, at
 /// any depth (A -> B -> A): RLOCK_HELD or RLOCK_NAME/RLOCK_TOKEN say so, and
-/// the server confirms that the holder with that id is one of our
-/// ancestors (a stale environment, say inherited by a daemon that outlived
-/// its run, does not count).
+/// the server confirms that the holder with that id is an `rlock` among our
+/// ancestors on this host (a stale environment, say inherited by a daemon
+/// that outlived its run, does not count).
 Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& name) {
   const auto holds = enclosing_holds_of(name);
   if (holds.empty()) return false;
@@ -135,7 +147,7 @@ Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& 
   if (!view) return std::unexpected(view.error());
   for (const auto& holder : view->holders)
     for (const auto& h : holds)
-      if (holder.id == h.id && is_ancestor(static_cast<pid_t>(holder.who.pid))) return true;
+      if (holder.id == h.id && is_enclosing_run(holder.who)) return true;
   return false;
 }
 

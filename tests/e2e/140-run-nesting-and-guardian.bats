@@ -48,6 +48,55 @@ gone() {
   assert_line -n 1 held
 }
 
+@test "run: a hold taken on another host is no enclosing run, its pid an ancestor here or not" {
+  unshare -u true 2>/dev/null || skip "unshare -u is not permitted here (needs root)"
+  # The outer run takes the lock as host 'elsewhere'; the nested one, in a
+  # UTS namespace of its own, runs on this host again: the same id in
+  # RLOCK_HELD, an ancestor with the holder's pid, the same program, but
+  # another host. Copied across hosts, that environment must not skip the lock.
+  cat >"$M/nested" <<EOF
+#!/bin/sh
+hostname '$(hostname)'
+exec "$RLOCK" run -n hosted -- echo RAN
+EOF
+  chmod +x "$M/nested"
+  run timeout -k 5 20 unshare -u sh -c 'hostname elsewhere && exec "$@"' sh \
+    "$RLOCK" run hosted -- unshare -u "$M/nested"
+  # The nested run finds the lock busy (75); the outer run passes that on.
+  assert_equal "$status" 75
+  refute_output --partial RAN
+}
+
+@test "run: a holder's pid that names another program among the ancestors is no enclosing run" {
+  unshare -pf --mount-proc --kill-child true 2>/dev/null ||
+    skip "unshare -p is not permitted here (needs root)"
+  # The holder runs in a pid namespace of its own, where /bin/true takes pid
+  # 2 and rlock run pid 3. Another namespace, numbered the same way, has a
+  # shell as pid 3 above the nested rlock: the holder's id (public, from
+  # status) in RLOCK_HELD and an ancestor with its pid must not be enough.
+  unshare -pf --mount-proc --kill-child sh -c '/bin/true; "$0" run -t 30s pidns -- sleep 60; :' \
+    "$RLOCK" >/dev/null 2>&1 </dev/null 3>&- &
+  echo "$!" >"$M/holder.pid"
+  disown "$!"  # no "Killed" report when the teardown kills it
+  local i
+  for ((i = 0; i < 100; i++)); do
+    rl 0,1 status --json pidns
+    ((status == 0)) && break
+    nap 0.1
+  done
+  assert_equal "$status" 0
+  local id pid
+  read -r id pid < <("$PYTHON" -c 'import json, sys
+h = json.load(sys.stdin)["holders"][0]
+print(h["id"], h["pid"])' <<<"$output")
+  assert_equal "$pid" 3
+  run timeout -k 5 20 unshare -pf --mount-proc --kill-child sh -c \
+    '/bin/true; sh -c "RLOCK_HELD=$1:pidns \"\$0\" run -n pidns -- echo RAN; echo status=\$?" "$0"; :' \
+    "$RLOCK" "$id"
+  refute_output --partial RAN
+  assert_output "status=75"
+}
+
 # --- the guardian -----------------------------------------------------------------
 
 # start_orphan NAME SCRIPT OPTIONS...: `rlock run -t 2s NAME OPTIONS -- sh -c
