@@ -6,7 +6,12 @@ by a grandchild). Appends its records to the shared log, sleeps a random
 rename so that a section killed mid-write leaves the old value, never a torn
 file.
 
-Usage: section.py LOG COUNTER WORKER
+A section run as a shared holder (ROLE "read") only reads the counter, and
+one of a semaphore's ("enter") does not touch it: their holders may be
+inside together, so only an exclusive holder ("write", the default) does the
+read-modify-write whose lost updates the checker counts.
+
+Usage: section.py LOG COUNTER WORKER [write|read|enter]
 """
 import json
 import os
@@ -15,6 +20,7 @@ import sys
 import time
 
 log_path, counter_path, worker = sys.argv[1], sys.argv[2], int(sys.argv[3])
+role = sys.argv[4] if len(sys.argv) > 4 else "write"
 log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
 pid = os.getpid()
 
@@ -29,14 +35,16 @@ def record(ev, **fields):
 # The wrapper (rlock run, this process's parent) is named, so that the
 # checker can tell that every wrapper which exited 0 did run its command.
 record("start", fence=int(os.environ["RLOCK_FENCE"]), worker=worker, pgid=os.getpgid(0),
-       wrapper=os.getppid())
-with open(counter_path) as f:
-    value = int(f.read() or "0")
-record("read", value=value)
+       wrapper=os.getppid(), role=role, launched=int(os.environ.get("CHAOS_LAUNCHED", "0")))
+if role != "enter":
+    with open(counter_path) as f:
+        value = int(f.read() or "0")
+    record("read", value=value)
 time.sleep(random.uniform(0.010, 3.0))
-tmp = f"{counter_path}.{pid}"
-with open(tmp, "w") as f:
-    f.write(str(value + 1))
-os.rename(tmp, counter_path)
-record("rmw", value=value + 1)
+if role == "write":
+    tmp = f"{counter_path}.{pid}"
+    with open(tmp, "w") as f:
+        f.write(str(value + 1))
+    os.rename(tmp, counter_path)
+    record("rmw", value=value + 1)
 record("end")
