@@ -99,6 +99,59 @@ teardown() {
   assert_greater "$tried" 0
 }
 
+# While the lock is held the other keys are the lock's own, unless something
+# wrote over one since: every operation that may write must find that out
+# before it changes anything (Redis keeps what a script wrote before an
+# error), never leave half of its work behind.
+@test "server errors: a key of another type at a held lock's key fails a write before it changes anything" {
+  local token keys=() held=() types=() i k before after tried=0
+  # Learn the keys of a held lock with a waiter queued behind it.
+  rl 0 acquire typed -t 60s
+  token="$output"
+  mapfile -t held < <(lock_keys)
+  bg_rlock waiter acquire typed -w 30s
+  for ((i = 0; i < 50; i++)); do
+    mapfile -t keys < <(lock_keys)
+    ((${#keys[@]} > ${#held[@]})) && break
+    nap 0.1
+  done
+  assert_greater "${#keys[@]}" "${#held[@]}"
+  for i in "${!keys[@]}"; do types[i]="$(rcli TYPE "${keys[i]}")"; done
+  kill_bg_pids
+  for i in "${!keys[@]}"; do
+    k="${keys[i]}"
+    # Named after a token (a wake list): not a key the next holder shares.
+    [[ "$k" == *:w:* ]] && continue
+    rcli FLUSHALL >/dev/null
+    rl 0 acquire typed -t 60s
+    token="$output"
+    rcli DEL "$k" >/dev/null
+    if [[ "${types[i]}" == string ]]; then
+      rcli RPUSH "$k" intruder >/dev/null
+    else
+      rcli SET "$k" intruder >/dev/null
+    fi
+    before="$(key_snapshot)"
+    rl 75,76 acquire typed -w 1s
+    if ((status == 76)); then
+      assert_equal "$(key_snapshot)" "$before"
+      assert_stderr --partial "WRONGTYPE key $k holds a"
+      tried=$((tried + 1))
+    fi
+    before="$(key_snapshot)"
+    rl 0,76 release typed --token "$token"
+    if ((status == 76)); then
+      assert_equal "$(key_snapshot)" "$before"
+      assert_stderr --partial "WRONGTYPE key $k holds a"
+      rl 0,76 release typed --force
+      if ((status == 76)); then assert_equal "$(key_snapshot)" "$before"; fi
+      tried=$((tried + 1))
+    fi
+  done
+  # Not vacuous: some refusals were checked.
+  assert_greater "$tried" 3
+}
+
 @test "server errors: acquire on a server out of memory exits 76 with the server's reason" {
   rcli CONFIG SET maxmemory-policy noeviction >/dev/null
   rcli CONFIG SET maxmemory 1 >/dev/null

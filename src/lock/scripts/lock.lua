@@ -244,13 +244,15 @@ elseif op ~= 'status' then
 end
 
 -- Refuse to touch keys of another type: a foreign key at our name is an
--- error, never something to overwrite. Every call but a holder's acquire
--- (above) pays for this, so the check runs only when the meta hash is
--- absent, i.e. when the lock is free: while M lives, the other keys are
--- ours, and a foreign write to one of them since then still fails the
--- script with Redis' own WRONGTYPE error. A free lock usually has nothing
--- but F (one EXISTS of the others, then F's TYPE: `fresh`); the nine TYPE
--- calls run only when something else is there.
+-- error, never something to overwrite. A free lock usually has nothing but
+-- F (one EXISTS of the others, then F's TYPE: `fresh`); the nine TYPE calls
+-- run only when something else is there. While M lives the other keys are
+-- ours, unless something wrote over one since: then Redis' own WRONGTYPE
+-- would stop the script halfway, keeping what it wrote before (a waiter
+-- queued with nobody to take its grant, a release done but reported
+-- failed). So every operation that may write looks at them all first; a
+-- renewal and a holder's acquire (above) write only leases of their own,
+-- after reads that fail first, and a status writes nothing.
 local function foreign(key, kind)
   local actual = redis.call('TYPE', key).ok
   if actual ~= 'none' and actual ~= kind then
@@ -269,6 +271,12 @@ if not meta_exists then
       { I, 'hash' }, { M, 'hash' }, { F, 'string' }, { A, 'string' } }
   end
   for _, pair in ipairs(expected) do
+    local err = foreign(pair[1], pair[2])
+    if err then return err end
+  end
+elseif op ~= 'renew' and op ~= 'status' then
+  for _, pair in ipairs({ { H, 'zset' }, { S, 'zset' }, { Q, 'zset' }, { X, 'zset' },
+    { L, 'zset' }, { I, 'hash' }, { F, 'string' }, { A, 'string' } }) do
     local err = foreign(pair[1], pair[2])
     if err then return err end
   end
