@@ -41,16 +41,26 @@ bool is_hostname(std::string_view host) {
 }
 
 /// The text of a URL that did not parse, without what would be its password:
-/// everything between the first ':' of the user info and the last '@'.
+/// everything between the first ':' of the user info and the last '@', and
+/// the query, where other clients take one (`?password=...`: rlock does not,
+/// but a user may try it).
 std::string redact_text(std::string_view text) {
+  std::string shown;
   const std::size_t scheme_end = text.find("://");
   const std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
   const std::size_t at = text.rfind('@');
-  if (at == std::string_view::npos || at < start) return std::string(text);
+  // The query starts after the user info (a '?' typed in a password is not one).
+  const std::size_t query = text.find('?', at == std::string_view::npos || at < start ? start : at);
+  if (query != std::string_view::npos) text = text.substr(0, query);
   const std::size_t colon = text.find(':', start);
-  if (colon == std::string_view::npos || colon > at) return std::string(text);
-  // Without a user, the '@' goes too: `redis://:secret@host` → `redis://host`.
-  return fmt::format("{}{}", text.substr(0, colon), text.substr(colon == start ? at + 1 : at));
+  if (at == std::string_view::npos || at < start || colon == std::string_view::npos || colon > at) {
+    shown = text;
+  } else {
+    // Without a user, the '@' goes too: `redis://:secret@host` → `redis://host`.
+    shown = fmt::format("{}{}", text.substr(0, colon), text.substr(colon == start ? at + 1 : at));
+  }
+  if (query != std::string_view::npos) shown += "?...";
+  return shown;
 }
 
 /// Splits `user[:password]` into the URL's percent-decoded user and password;

@@ -273,6 +273,17 @@ TEST(UrlRedaction, ShowsEveryHostAndTheMasterButNoPassword) {
   EXPECT_FALSE(round.password);
 }
 
+TEST(UrlRedaction, AnInvalidUrlIsShownWithoutPasswordOrQuery) {
+  for (const char* text :
+       {"redis://h:99999/0?password=Xpw2", "unix:///tmp/x.sock?db=0&password=Xpw",
+        "redis://:Xpw@h:99999/0", "redis://u:Xpw@h:99999?db=1", "redis://:a?Xpw@h:99999/0"}) {
+    auto url = parse_url(text);
+    ASSERT_FALSE(url.has_value()) << text;
+    EXPECT_EQ(url.error().message.find("Xpw"), std::string::npos) << url.error().message;
+    EXPECT_NE(url.error().message.find("invalid URL "), std::string::npos) << url.error().message;
+  }
+}
+
 TEST(UrlDeployments, EntriesWithASchemeStartADeployment) {
   using List = std::vector<std::string>;
   EXPECT_EQ(split_deployments("redis://a:1,b:2/0"), (List{"redis://a:1,b:2/0"}));
