@@ -174,17 +174,20 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   }
   if (!reply) return std::unexpected(reply.error());
   if (role && !role->is_error()) replicas_seen = std::max(replicas_seen, connected_replicas(*role));
-  if (!acknowledge || (call.wrote_lease && !call.wrote_lease(*reply)))
-    return Outcome{std::move(*reply), std::nullopt};
+  if (!acknowledge) return Outcome{std::move(*reply), std::nullopt};
   if (role && role->is_error()) {
-    // The lease is written but the replicas cannot be counted (an ACL
-    // without +role): it must not count, and the caller gives it back.
+    // The replicas cannot be counted (an ACL without +role): a lease
+    // written must not count, and the caller gives it back. So, when no
+    // lease was written, does a waiter just queued: it could never hold,
+    // and learns it now rather than when its turn comes.
     Ack refused{0, 1,
                 fmt::format("ROLE was refused, so the replicas could not be counted: {} "
                             "(allow +role and +wait, or use --replicas N or 0)",
                             role->str)};
     return Outcome{std::move(*reply), std::move(refused)};
   }
+  if (call.wrote_lease && !call.wrote_lease(*reply))
+    return Outcome{std::move(*reply), std::nullopt};
   Ack ack;
   ack.wanted = replicas.all() ? replicas_seen : *replicas.count;
   if (ack.wanted == 0) return Outcome{std::move(*reply), ack};
@@ -227,10 +230,11 @@ std::optional<Result<Outcome>> script_answer(const std::string& where,
     return Result<Outcome>(std::unexpected(redis::server_failure(where, reply.str)));
   const redis::Reply* role = replies.size() > 1 ? &replies.front() : nullptr;
   if (role && !role->is_error()) replicas_seen = std::max(replicas_seen, connected_replicas(*role));
-  if (!acknowledge || (call.wrote_lease && !call.wrote_lease(reply)))
-    return Result<Outcome>(Outcome{std::move(reply), std::nullopt});
+  if (!acknowledge) return Result<Outcome>(Outcome{std::move(reply), std::nullopt});
   // A refused ROLE, or replicas to wait for: execute() words and does that.
   if (!role || role->is_error()) return std::nullopt;
+  if (call.wrote_lease && !call.wrote_lease(reply))
+    return Result<Outcome>(Outcome{std::move(reply), std::nullopt});
   Ack ack;
   ack.wanted = replicas.all() ? replicas_seen : *replicas.count;
   if (ack.wanted > 0) return std::nullopt;

@@ -88,6 +88,13 @@ Result<Attempt> LockClient::settle(const Request& request, const std::string& to
                                    const Call& call, Result<backend::Outcome> outcome) {
   if (!outcome) return std::unexpected(outcome.error());
   auto attempt = decode_attempt(request, outcome->reply);
+  if (attempt && !attempt->acquired && outcome->ack && !outcome->ack->problem.empty()) {
+    // Queued where the replicas cannot be counted (ROLE refused): it could
+    // never hold. Leave the queue, and say why now.
+    (void)release(request.name, token);
+    return std::unexpected(unacknowledged(fmt::format("cannot wait for lock '{}'", request.name),
+                                          *outcome->ack, *call.replicate_within));
+  }
   if (!attempt || !attempt->acquired || !outcome->ack || outcome->ack->enough()) return attempt;
   // Granted, but too few replicas have it: a failover now could hand it to
   // someone else. Give it back (our place in the queue goes with it).

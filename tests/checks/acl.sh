@@ -229,6 +229,13 @@ step 77 "without +role, acquire -w 60s is refused at once" \
 grep -q 'ROLE was refused' "$work/err" || { echo "acl.sh: not refused for ROLE:" >&2; cat "$work/err" >&2; exit 1; }
 step 0 "without +role, --replicas 0 takes the lock" \
   timeout 10 "$RLOCK" --user part --password-file "$work/password" --replicas 0 acquire acl-role
+# A waiter too: it could never hold, so it must not wait its turn to learn it.
+as_admin acquire -t 60s acl-role-held >/dev/null
+step 77 "without +role, acquire -w 60s of a held lock is refused at once" \
+  timeout 10 "$RLOCK" --user part --password-file "$work/password" acquire -w 60s acl-role-held
+grep -q 'ROLE was refused' "$work/err" || { echo "acl.sh: not refused for ROLE:" >&2; cat "$work/err" >&2; exit 1; }
+[[ "$(as_admin --json status acl-role-held)" == *'"waiters":[]'* ]] ||
+  { echo "acl.sh: the refused waiter stayed queued:" >&2; as_admin status acl-role-held >&2; exit 1; }
 
 # An ACL selector may allow a command on other keys only: the script asks
 # about each command with the key it uses it on. Here LPUSH (the grant to
