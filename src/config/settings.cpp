@@ -205,6 +205,9 @@ Result<Layer> read_config_file(const std::string& path) {
   constexpr std::string_view k_bom = "\xEF\xBB\xBF";
   if (content->starts_with(k_bom)) content->erase(0, k_bom.size());
   Layer layer;
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) != 0)
+    layer.readable_by_others = path;
   std::istringstream in(*content);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -422,6 +425,11 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
                           "--password-file or RLOCK_PASSWORD"
                         : "a password inside a URL may not be safe; use --password-file or "
                           "RLOCK_PASSWORD");
+    // As for a password file: one that others may read is theirs too.
+    if (url->password && urls_from_file && !file.readable_by_others.empty())
+      settings.warnings.push_back(fmt::format(
+          "config file '{}' holds a password and is readable by others; fix: chmod o-r '{}'",
+          file.readable_by_others, file.readable_by_others));
     redis::ConnectOptions options;
     options.url = *url;
     options.connect_timeout = connect_timeout;

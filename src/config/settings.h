@@ -35,6 +35,9 @@ struct Layer {
   /// insecure: the `file:line` its errors name.
   std::string url_origin, password_file_origin, sentinel_password_file_origin, insecure_origin;
   std::optional<bool> show_command;  // store full command lines (not only program names)
+  /// A config file's path when others may read it (a password in its URL
+  /// is theirs too); empty otherwise.
+  std::string readable_by_others;
 };
 
 /// The settings a command runs with.

@@ -89,6 +89,19 @@ connect-timeout = 3s # generous")"
   assert_stderr --partial "$file:1"
 }
 
+@test "config: a config file others can read that holds a password in its URL is warned of" {
+  local file url="${RLOCK_URL/redis:\/\//redis://:not-needed@}"
+  file="$(conf "url = $url")"
+  # The test server has no password: AUTH fails with 77 or is accepted.
+  RLOCK_URL='' rl 0,77 --config "$file" status x
+  refute_stderr --partial 'readable by others'
+  chmod 644 "$file"
+  RLOCK_URL='' rl 0,77 --config "$file" status x
+  assert_stderr --partial "config file '$file' holds a password and is readable by others"
+  assert_stderr --partial "chmod o-r '$file'"
+  refute_stderr --partial 'not-needed'
+}
+
 @test "config: a password file others can read works with a warning" {
   local pw="$BATS_TEST_TMPDIR/pw"
   echo not-needed >"$pw"
