@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -109,16 +110,26 @@ bool is_ancestor(pid_t pid) {
   return false;
 }
 
-/// True when `holder` is an enclosing `rlock run` of this process: on this
-/// host, one of our ancestors, and running the same program as we do. The
-/// id, host and pid of every holder are public (status), and pids repeat
-/// across hosts and containers, so an ancestor with the holder's pid alone
-/// proves nothing: `RLOCK_HELD=ID:NAME` copied into another host's
-/// environment would skip the lock there.
-bool is_enclosing_run(const lock::Identity& holder) {
+/// True when process `pid` looks like an `rlock run` of lock `name`: the
+/// same program as ours, or one whose arguments hold `run` and `name` (a
+/// renamed copy, an older version under another name).
+bool runs_lock(pid_t pid, const std::string& name) {
+  if (process_name(pid) == process_name(getpid())) return true;
+  const auto args = process_args(pid);
+  return std::ranges::find(args, "run") != args.end() &&
+         std::ranges::find(args, name) != args.end();
+}
+
+/// True when `holder` of lock `name` is an enclosing `rlock run` of this
+/// process: on this host, one of our ancestors, and an rlock run of that
+/// lock. The id, host and pid of every holder are public (status), and pids
+/// repeat across hosts and containers, so an ancestor with the holder's pid
+/// alone proves nothing: `RLOCK_HELD=ID:NAME` copied into another host's
+/// environment, or another pid namespace's, would skip the lock there.
+bool is_enclosing_run(const lock::Identity& holder, const std::string& name) {
   if (holder.host != lock::local_identity(0, "").host) return false;
   const auto pid = static_cast<pid_t>(holder.pid);
-  return is_ancestor(pid) && process_name(pid) == process_name(getpid());
+  return is_ancestor(pid) && runs_lock(pid, name);
 }
 
 /// The holds of the enclosing runs that are for `name`: from RLOCK_HELD (every
@@ -147,7 +158,7 @@ Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& 
   if (!view) return std::unexpected(view.error());
   for (const auto& holder : view->holders)
     for (const auto& h : holds)
-      if (holder.id == h.id && is_enclosing_run(holder.who)) return true;
+      if (holder.id == h.id && is_enclosing_run(holder.who, name)) return true;
   return false;
 }
 

@@ -76,6 +76,18 @@ std::string program_name(std::string_view path) {
   return std::string(path);
 }
 
+std::vector<std::string> process_args(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (std::size_t from = 0; from < raw.size();) {
+    const std::size_t end = std::min(raw.find('\0', from), raw.size());
+    args.emplace_back(raw.substr(from, end - from));
+    from = end + 1;
+  }
+  return args;
+}
+
 pid_t parent_of(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

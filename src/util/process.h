@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rlock {
 
@@ -31,5 +32,9 @@ std::string program_name(std::string_view path);
 
 /// The parent of a process (0 if unknown).
 pid_t parent_of(pid_t pid);
+
+/// The arguments of a process, as it was started (empty if gone), unedited:
+/// never for display or storage (they may hold secrets).
+std::vector<std::string> process_args(pid_t pid);
 
 }  // namespace rlock

@@ -48,6 +48,15 @@ gone() {
   assert_line -n 1 held
 }
 
+@test "run: nesting works through a renamed copy of rlock, outside or inside" {
+  cp "$RLOCK" "$M/rlock-copy"
+  rl 0 run copied -- "$M/rlock-copy" run -w 3s copied -- echo inner-copy
+  assert_output inner-copy
+  run timeout -k 5 20 "$M/rlock-copy" run copied3 -- "$RLOCK" run -w 3s copied3 -- echo outer-copy
+  assert_equal "$status" 0
+  assert_output outer-copy
+}
+
 @test "run: a hold taken on another host is no enclosing run, its pid an ancestor here or not" {
   unshare -u true 2>/dev/null || skip "unshare -u is not permitted here (needs root)"
   # The outer run takes the lock as host 'elsewhere'; the nested one, in a

@@ -6,6 +6,15 @@
 
 load helpers
 
+teardown() {
+  # A waiter a test stopped must not outlive it.
+  local f
+  for f in "$BATS_TEST_TMPDIR"/*.pid; do
+    if [[ -e "$f" ]]; then kill -CONT "$(<"$f")" 2>/dev/null || true; fi
+  done
+  kill_bg_pids
+}
+
 # member NAME: the (hashed) holder member of lock NAME's exclusive set.
 member() {
   rcli ZRANGE "rlock:{$1}:h" 0 0
@@ -170,6 +179,70 @@ print(raw, [l["name"] for l in locks if "name_b64" not in l])
   rcli SET 'rlock:{bad-fence}:f' 7 >/dev/null
   rl 0 acquire bad-fence --json
   assert_greater "$(json 'd["fence"]')" 7
+}
+
+# wait_queued NAME: waits (5 s at most) until lock NAME has a waiter.
+wait_queued() {
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ "$(rcli ZCARD "rlock:{$1}:q")" -gt 0 ]] && return 0
+    nap 0.1
+  done
+  fail "no waiter queued for $1"
+}
+
+@test "hostile data: a limit that is not a positive integer fails a write before it changes anything" {
+  local limit token before
+  for limit in abc 1.5 0 -3 99999999999; do
+    rcli FLUSHALL >/dev/null
+    rl 0 acquire forged-limit -t 60s
+    token="$output"
+    bg_rlock waiter acquire forged-limit -w 20s
+    wait_queued forged-limit
+    rcli HSET 'rlock:{forged-limit}:m' limit "$limit" >/dev/null
+    before="$(key_snapshot)"
+    rl 76 release forged-limit --token "$token"
+    assert_stderr --partial 'holds a limit that is not a positive integer'
+    assert_equal "$(key_snapshot)" "$before"
+    rl 76 release forged-limit --force
+    assert_equal "$(key_snapshot)" "$before"
+    kill_bg_pids
+  done
+}
+
+@test "hostile data: a foreign key at a waiter's wake list gets it no grant, and the release is whole" {
+  rl 0 acquire forged-wake -t 60s
+  local token="$output" member
+  bg_rlock waiter acquire forged-wake -w 20s
+  wait_queued forged-wake
+  # Between two of its waits (stopped), the waiter's wake list is forged.
+  kill -STOP "$(<"$BATS_TEST_TMPDIR/waiter.pid")"
+  member="$(rcli ZRANGE 'rlock:{forged-wake}:q' 0 0)"
+  rcli SET "rlock:{forged-wake}:w:$member" intruder >/dev/null
+  rl 0 release forged-wake --token "$token"
+  rl 1 status --json forged-wake
+  assert_equal "$(json 'd["holders"]')" '[]'
+  assert_equal "$(rcli GET "rlock:{forged-wake}:w:$member")" intruder
+  # Resumed, the waiter either meets the foreign key in its next wait, says
+  # so (76) and leaves, or, still blocked in the wait it began before the
+  # forgery, takes the free lock at its re-check (0).
+  local pid i
+  pid="$(<"$BATS_TEST_TMPDIR/waiter.pid")"
+  kill -CONT "$pid"
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    nap 0.1
+  done
+  local rc=0
+  wait "$pid" || rc=$?
+  if ((rc == 0)); then
+    rl 0 release forged-wake --token "$(<"$BATS_TEST_TMPDIR/waiter.out")"
+  else
+    assert_equal "$rc" 76
+    grep -q WRONGTYPE "$BATS_TEST_TMPDIR/waiter.err"
+  fi
+  assert_equal "$(rcli ZCARD 'rlock:{forged-wake}:q')" 0
+  rl 0 acquire forged-wake -n
 }
 
 @test "status: semaphore holders are labelled semaphore" {

@@ -202,6 +202,8 @@ local function confirm(set, token, ttl)
   if type(score) == 'table' then return nil end
   local until_ms = tonumber(score)
   if not until_ms or until_ms <= now then return nil end
+  -- Read before any write: a foreign key at I fails the script here.
+  local fence = fence_of(token)
   redis.call('ZADD', set, now + ttl, token)
   if now + ttl < until_ms then
     -- A holder's acquire with a shorter TTL than before (rare).
@@ -212,7 +214,7 @@ local function confirm(set, token, ttl)
   cover(set, now + ttl)
   cover(I, now + ttl)
   cover(M, now + ttl)
-  return { 1, fence_of(token) }
+  return { 1, fence }
 end
 
 -- The most frequent call, answered before the rest of the script is even
@@ -279,6 +281,12 @@ elseif op ~= 'renew' and op ~= 'status' then
     { L, 'zset' }, { I, 'hash' }, { F, 'string' }, { A, 'string' } }) do
     local err = foreign(pair[1], pair[2])
     if err then return err end
+  end
+  -- So is a limit that is not one: the grants would compare with it halfway.
+  local limit = redis.call('HGET', M, 'limit')
+  if limit and not (string.match(limit, '^%d+$') and #limit <= 9 and tonumber(limit) >= 1) then
+    return redis.error_reply('ERR key ' .. M .. ' holds a limit that is not a positive ' ..
+      'integer, not part of an rlock lock: nothing was changed')
   end
 end
 
@@ -475,8 +483,15 @@ end
 -- Hands the lock to queued waiter `token` in `mode`: it leaves the queue and
 -- holds with a fence, for GRANT_MS or its TTL if shorter, and the grant (its
 -- fence) is pushed onto its wake list, unless `quiet` (the caller itself,
--- which learns it from the reply). False when the fence counter is broken.
+-- which learns it from the reply). False when the fence counter is broken
+-- or the wake list is a foreign key.
 local function hand_over(token, mode, quiet)
+  -- A foreign key at the waiter's wake list: no grant (nothing is written),
+  -- and the waiter learns of that key when it waits on it.
+  if not quiet then
+    local kind = redis.call('TYPE', wake_key(token)).ok
+    if kind ~= 'none' and kind ~= 'list' then return false end
+  end
   local fence, fence_text = next_fence()
   if not fence then return false end
   local record = redis.call('HGET', I, token) or ''
