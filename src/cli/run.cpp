@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "cli/context.h"
 #include "output/render.h"
@@ -128,6 +129,12 @@ bool runs_lock(pid_t pid, const std::string& name) {
 /// environment, or another pid namespace's, would skip the lock there.
 bool is_enclosing_run(const lock::Identity& holder, const std::string& name) {
   if (holder.host != lock::local_identity(0, "").host) return false;
+  // The /proc we read must be our pid namespace's: in a namespace of its
+  // own without its own /proc mounted, the pids we see there (ours, our
+  // parents') name other processes in /proc.
+  if (std::error_code ec;
+      std::filesystem::read_symlink("/proc/self", ec).string() != std::to_string(getpid()))
+    return false;
   const auto pid = static_cast<pid_t>(holder.pid);
   return is_ancestor(pid) && runs_lock(pid, name);
 }

@@ -76,6 +76,10 @@ Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply
   }
   Attempt attempt;
   if (*state == 1) {
+    // A fence is an integer from 1 to 2^53 - 1 (see the man page); anything
+    // else is not the script's answer, and never reaches RLOCK_FENCE.
+    constexpr std::int64_t k_fence_limit = std::int64_t{1} << 53;
+    if (*second < 1 || *second >= k_fence_limit) return std::unexpected(unexpected_reply());
     attempt.acquired = true;
     attempt.fence = *second;
     return attempt;

@@ -245,6 +245,51 @@ wait_queued() {
   rl 0 acquire forged-wake -n
 }
 
+@test "hostile data: a forged fence in a granted waiter's record never reaches the command" {
+  local forged member record rc
+  for forged in 99999999999999999999 9007199254740993 0; do
+    rcli FLUSHALL >/dev/null
+    rl 0 acquire forged-fence -t 60s
+    local token="$output"
+    : >"$BATS_TEST_TMPDIR/waiter.out"
+    bg_rlock waiter run -w 20s forged-fence -- sh -c 'echo "FENCE=$RLOCK_FENCE"'
+    wait_queued forged-fence
+    kill -STOP "$(<"$BATS_TEST_TMPDIR/waiter.pid")"
+    # A wait it had begun ends now (the confirmation behind it runs while
+    # the lock is still held), so the grant waits for its next wait, which
+    # reads the record forged below.
+    local id
+    for id in $(rcli CLIENT LIST | sed -n 's/^id=\([0-9]*\) .*cmd=blpop.*/\1/p'); do
+      rcli CLIENT UNBLOCK "$id" >/dev/null
+    done
+    nap 0.2
+    member="$(rcli ZRANGE 'rlock:{forged-fence}:q' 0 0)"
+    rl 0 release forged-fence --token "$token"
+    # The grant is the waiter's now: forge the fence its record holds.
+    record="$(rcli HGET 'rlock:{forged-fence}:i' "$member")"
+    assert_not_equal "$record" ""
+    rcli HSET 'rlock:{forged-fence}:i' "$member" "$forged"$'\n'"${record#*$'\n'}" >/dev/null
+    kill -CONT "$(<"$BATS_TEST_TMPDIR/waiter.pid")"
+    rc=0
+    wait "$(<"$BATS_TEST_TMPDIR/waiter.pid")" || rc=$?
+    assert_equal "$rc" 76
+    grep -q 'holds no valid fence' "$BATS_TEST_TMPDIR/waiter.err"
+    run cat "$BATS_TEST_TMPDIR/waiter.out"
+    refute_output --partial FENCE=
+  done
+}
+
+@test "hostile data: a renewal replaces a lease forged beyond any TTL" {
+  rl 0 acquire forged-lease -t 60s
+  local token="$output" member
+  member="$(member forged-lease)"
+  rcli ZADD 'rlock:{forged-lease}:h' XX inf "$member" >/dev/null
+  rl 0 renew forged-lease --token "$token" -t 30s
+  [[ "$(rcli ZSCORE 'rlock:{forged-lease}:h' "$member")" != inf ]]
+  rl 0 status --json forged-lease
+  assert_greater 30001 "$(json 'd["holders"][0]["ttl_ms"]')"
+}
+
 @test "status: semaphore holders are labelled semaphore" {
   rl 0 acquire pool -l 3
   rl 0 acquire pool -l 3 --json

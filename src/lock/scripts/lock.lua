@@ -202,8 +202,14 @@ local function confirm(set, token, ttl)
   if type(score) == 'table' then return nil end
   local until_ms = tonumber(score)
   if not until_ms or until_ms <= now then return nil end
-  -- Read before any write: a foreign key at I fails the script here.
+  -- Read before any write: a foreign key at I fails the script here, and a
+  -- forged fence in the record (not an integer from 1 to 2^53 - 1) is
+  -- refused rather than handed to the holder's command.
   local fence = fence_of(token)
+  if not (fence and fence >= 1 and fence < 2 ^ 53 and fence == math.floor(fence)) then
+    return redis.error_reply('ERR the record of this holder in ' .. I .. ' holds no valid ' ..
+      'fence, not part of an rlock lock: nothing was changed')
+  end
   redis.call('ZADD', set, now + ttl, token)
   if now + ttl < until_ms then
     -- A holder's acquire with a shorter TTL than before (rare).
@@ -317,7 +323,9 @@ local function renew()
   -- counts on the end it last set, so a nested `rlock renew --token
   -- "$RLOCK_TOKEN" --ttl 1s` must not let another holder in while its
   -- command still runs. The reply is then the lease left.
-  if now + ttl < until_ms then
+  -- (A lease beyond any TTL, forged to inf or 1e300, is not one to keep:
+  -- it would not even fit the reply.)
+  if now + ttl < until_ms and until_ms - now < 2 ^ 53 then
     if ARGV[4] ~= 'exact' then return until_ms - now end
     lease_ends(now + ttl)
   end
