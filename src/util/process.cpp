@@ -11,22 +11,18 @@
 namespace rlock {
 
 std::string process_command(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
   // Each argument on its own (a URL ends with its argument), before the
   // cut, which could leave a password without the @ that ends it.
   std::string line;
-  for (std::size_t from = 0; from <= raw.size();) {
-    const std::size_t nul = std::min(raw.find('\0', from), raw.size());
-    if (from > 0) line += ' ';
-    line += without_url_passwords(raw.substr(from, nul - from));
-    from = nul + 1;
+  bool first = true;
+  for (const auto& arg : process_args(pid)) {
+    if (!first) line += ' ';
+    first = false;
+    line += without_url_passwords(arg);
   }
-  raw = std::move(line);
   // A command line can be long; status shows the start of it.
-  if (raw.size() > 256) raw.resize(256);
-  return raw;
+  if (line.size() > 256) line.resize(256);
+  return line;
 }
 
 std::string without_url_passwords(std::string text) {

@@ -268,26 +268,25 @@ local function foreign(key, kind)
       ', not part of an rlock lock')
   end
 end
+-- The first of the lock's keys (but `skip`) that has another type: its error.
+local function foreign_key(skip)
+  for _, pair in ipairs({ { H, 'zset' }, { S, 'zset' }, { Q, 'zset' }, { X, 'zset' },
+    { L, 'zset' }, { I, 'hash' }, { M, 'hash' }, { F, 'string' }, { A, 'string' } }) do
+    local err = pair[1] ~= skip and foreign(pair[1], pair[2])
+    if err then return err end
+  end
+end
 local meta_type = redis.call('TYPE', M).ok
 meta_exists = meta_type == 'hash'
 local fresh = false
 if not meta_exists then
   fresh = meta_type == 'none' and redis.call('EXISTS', H, S, Q, X, L, I, A) == 0
-  local expected = { { F, 'string' } }
-  if not fresh then
-    expected = { { H, 'zset' }, { S, 'zset' }, { Q, 'zset' }, { X, 'zset' }, { L, 'zset' },
-      { I, 'hash' }, { M, 'hash' }, { F, 'string' }, { A, 'string' } }
-  end
-  for _, pair in ipairs(expected) do
-    local err = foreign(pair[1], pair[2])
-    if err then return err end
-  end
+  local err
+  if fresh then err = foreign(F, 'string') else err = foreign_key(nil) end
+  if err then return err end
 elseif op ~= 'renew' and op ~= 'status' then
-  for _, pair in ipairs({ { H, 'zset' }, { S, 'zset' }, { Q, 'zset' }, { X, 'zset' },
-    { L, 'zset' }, { I, 'hash' }, { F, 'string' }, { A, 'string' } }) do
-    local err = foreign(pair[1], pair[2])
-    if err then return err end
-  end
+  local err = foreign_key(M)
+  if err then return err end
   -- So is a limit that is not one: the grants would compare with it halfway.
   local limit = redis.call('HGET', M, 'limit')
   if limit and not (string.match(limit, '^%d+$') and #limit <= 9 and tonumber(limit) >= 1) then
