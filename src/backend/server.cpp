@@ -455,14 +455,31 @@ Result<void> ServerBackend::for_every_lock(const lock::Call& call, const LockSin
     if (auto probed = probe_cluster(connect_by); !probed) return std::unexpected(probed.error());
   }
   if (m_cluster) return m_cluster->for_every_lock(call, sink);
-  if (auto conn = connection(connect_by); !conn) return std::unexpected(conn.error());
   auto connect = [this]() { return connection(Clock::now() + command_timeout()); };
   auto load = [&](const std::string& name) -> Result<void> {
     auto loaded = run(name, call, Clock::now() + command_timeout());
     if (!loaded) return std::unexpected(loaded.error());
     return {};
   };
-  return scan_and_run(connect, load, m_target.prefix, call, command_timeout(), sink);
+  // A transient refusal (LOADING after a restart, BUSY script) is ridden
+  // out as run() does for one lock, but only while nothing is delivered
+  // yet: a listing is never shown twice.
+  bool delivered = false;
+  const LockSink once = [&](std::string name, redis::Reply reply) {
+    delivered = true;
+    return sink(std::move(name), std::move(reply));
+  };
+  Backoff backoff(connect_by, m_interrupt_fd, m_refusing);
+  for (;;) {
+    auto conn = connection(connect_by);
+    auto listed = conn ? scan_and_run(connect, load, m_target.prefix, call, command_timeout(), once)
+                       : Result<void>(std::unexpected(conn.error()));
+    if (listed || delivered) return listed;
+    const Error& error = listed.error();
+    if (error.code != Error::Code::server || !redis::is_transient(error.server)) return listed;
+    if (auto paused = backoff.pause(error, describe(), "no usable master"); !paused)
+      return std::unexpected(paused.error());
+  }
 }
 
 Result<void> ServerBackend::for_every_reachable_lock(const lock::Call& call, const LockSink& sink,

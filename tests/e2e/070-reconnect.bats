@@ -51,6 +51,20 @@ teardown() {
   wait "$busy" || true
 }
 
+@test "retry: status of every lock rides out a BUSY script as status NAME does" {
+  rl 0 acquire listed -n
+  rcli CONFIG SET busy-reply-threshold 100 >/dev/null
+  rcli EVAL "local t = tonumber(redis.call('TIME')[1]) + 2
+    while tonumber(redis.call('TIME')[1]) < t do end" 0 >/dev/null &
+  local busy=$!
+  sleep 0.5
+  rl 0 status
+  assert_output --partial listed
+  rl 0 status --json
+  assert_output --partial '"listed"'
+  wait "$busy" || true
+}
+
 @test "retry: a server still BUSY at the deadline is reported as such (76)" {
   rcli CONFIG SET busy-reply-threshold 100 >/dev/null
   rcli EVAL "local t = tonumber(redis.call('TIME')[1]) + 8
