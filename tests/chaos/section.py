@@ -11,7 +11,9 @@ one of a semaphore's ("enter") does not touch it: their holders may be
 inside together, so only an exclusive holder ("write", the default) does the
 read-modify-write whose lost updates the checker counts.
 
-Usage: section.py LOG COUNTER WORKER [write|read|enter]
+Usage: section.py LOG COUNTER WORKER [write|read|enter [LOCK]]
+(LOCK: the name of the lock its wrapper holds, "chaos" unless given; each
+lock of a soak has its own COUNTER.)
 """
 import json
 import os
@@ -21,6 +23,7 @@ import time
 
 log_path, counter_path, worker = sys.argv[1], sys.argv[2], int(sys.argv[3])
 role = sys.argv[4] if len(sys.argv) > 4 else "write"
+lock = sys.argv[5] if len(sys.argv) > 5 else "chaos"
 log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
 pid = os.getpid()
 
@@ -35,7 +38,8 @@ def record(ev, **fields):
 # The wrapper (rlock run, this process's parent) is named, so that the
 # checker can tell that every wrapper which exited 0 did run its command.
 record("start", fence=int(os.environ["RLOCK_FENCE"]), worker=worker, pgid=os.getpgid(0),
-       wrapper=os.getppid(), role=role, launched=int(os.environ.get("CHAOS_LAUNCHED", "0")))
+       wrapper=os.getppid(), role=role, launched=int(os.environ.get("CHAOS_LAUNCHED", "0")),
+       lock=lock)
 if role != "enter":
     with open(counter_path) as f:
         value = int(f.read() or "0")

@@ -4,8 +4,8 @@ faults that hit it for real:
 
 - SentinelTopology: a master, two replicas and three Sentinels (quorum 2);
 - ClusterTopology: a Cluster of three masters with a replica each, made by
-  `redis-cli --cluster create`; the faults hit the shard that serves the
-  soak's lock.
+  `redis-cli --cluster create`; each fault hits the shard that serves one
+  of the soak's locks (aim()).
 
 A fault that makes the topology fail over (or restarts one of its nodes)
 waits until it is healthy again before it returns, so that faults do not
@@ -34,6 +34,17 @@ def free_port():
                 continue
         return port
     raise SystemExit("soak: no free port")
+
+
+def key_slot(name):
+    """The Cluster slot of lock `name`'s keys (they share the hash tag
+    {name}): CRC16 (XMODEM) of the name, modulo 16384."""
+    crc = 0
+    for byte in name.encode():
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc % 16384
 
 
 def resp_command(port, *args, timeout=5.0):
@@ -394,16 +405,22 @@ SentinelTopology.FAULTS = dict(Topology.FAULTS, sentinel_restart=1)
 
 class ClusterTopology(Topology):
     NODES = 6
-    KEY = "rlock:{chaos}:h"  # a key of the soak's lock: its slot is the one attacked
 
-    def __init__(self, workdir, rng_seed):
+    def __init__(self, workdir, rng_seed, names=("chaos",)):
         super().__init__(workdir, rng_seed)
         for n in self.nodes:
             n.args = ["--cluster-enabled", "yes",
                       "--cluster-config-file", os.path.join(n.dir, "nodes.conf"),
                       "--cluster-node-timeout", str(self.FAILURE_MS),
                       "--cluster-replica-validity-factor", "0"]
-        self.why, self.slot = "", None
+        # The slots of the soak's locks; a fault hits the shard of one of
+        # them (self.slot, chosen by aim()), health covers them all.
+        self.slots = sorted({key_slot(name) for name in names})
+        self.why, self.slot = "", self.slots[0]
+
+    def aim(self, rng):
+        """Chooses the lock whose shard the next fault hits."""
+        self.slot = rng.choice(self.slots)
 
     def urls(self):
         return ["redis://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)]
@@ -417,23 +434,23 @@ class ClusterTopology(Topology):
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
         if create.returncode != 0:
             raise SystemExit(f"soak: redis-cli --cluster create failed: {create.stdout[-2000:]}")
-        self.slot = resp_command(self.nodes[0].port, "CLUSTER", "KEYSLOT", self.KEY)
         if not wait_until(self.healthy, 40):
             raise SystemExit(f"soak: the Cluster is not healthy: {self.why}")
 
-    def views(self):
-        """{node port: the master port it names for the slot}, for the nodes
-        that answer."""
+    def views(self, slot=None):
+        """{node port: the master port it names for `slot` (the one aimed
+        at)}, for the nodes that answer."""
+        slot = self.slot if slot is None else slot
         seen = {}
         for n in self.nodes:
             for s in ask(n.port, "CLUSTER", "SLOTS") or []:
-                if s[0] <= self.slot <= s[1]:
+                if s[0] <= slot <= s[1]:
                     seen[n.port] = s[2][1]
         return seen
 
-    def master(self):
+    def master(self, slot=None):
         """The slot's master as most answering nodes name it."""
-        named = list(self.views().values())
+        named = list(self.views(slot).values())
         return max(set(named), key=named.count) if named else None
 
     def replicas(self, master):
@@ -442,12 +459,15 @@ class ClusterTopology(Topology):
                 if k.startswith("slave") and "port=" in v]
 
     def healthy(self):
-        named = set(self.views().values())
-        if len(self.views()) != self.NODES or len(named) != 1:
-            self.why = f"nodes name {sorted(map(str, named))} for slot {self.slot} " \
-                f"({len(self.views())} answer)"
-            return False
-        master = named.pop()
+        masters = []
+        for slot in self.slots:
+            views = self.views(slot)
+            named = set(views.values())
+            if len(views) != self.NODES or len(named) != 1:
+                self.why = f"nodes name {sorted(map(str, named))} for slot {slot} " \
+                    f"({len(views)} answer)"
+                return False
+            masters.append(named.pop())
         for n in self.nodes:
             text = ask(n.port, "CLUSTER", "INFO") or ""
             if "cluster_state:ok" not in text:
@@ -457,11 +477,12 @@ class ClusterTopology(Topology):
             if "fail" in nodes or nodes.count("\n") < self.NODES - 1:
                 self.why = f"node {n.port} sees a failure or misses a node"
                 return False
-        i = info(master, "replication")
-        online = [v for k, v in i.items() if k.startswith("slave") and "state=online" in v]
-        if i.get("role") != "master" or len(online) != 1:
-            self.why = f"master {master}: role {i.get('role')}, {len(online)} replicas online"
-            return False
+        for master in set(masters):
+            i = info(master, "replication")
+            online = [v for k, v in i.items() if k.startswith("slave") and "state=online" in v]
+            if i.get("role") != "master" or len(online) != 1:
+                self.why = f"master {master}: role {i.get('role')}, {len(online)} replicas online"
+                return False
         return True
 
     def restart_as_replica(self, node, master):
