@@ -698,7 +698,11 @@ Result<void> ClusterBackend::for_every_reachable_lock(const lock::Call& call, co
           refused.emplace_back(node, error);
           continue;
         }
-        if (error.code != Error::Code::unreachable &&
+        // A transient refusal (LOADING after a restart, a BUSY script) is
+        // waited out the same way.
+        const bool transient =
+            error.code == Error::Code::server && redis::is_transient(error.server);
+        if (error.code != Error::Code::unreachable && !transient &&
             !server_kind(error, {redis::ServerError::clusterdown, redis::ServerError::readonly,
                                  redis::ServerError::tryagain}))
           return done;

@@ -224,3 +224,22 @@ assert_json_unlisted() {
   assert_equal "$(json '" ".join(sorted(l["name"] for l in d["locks"]))')" "$name still"
   assert_equal "$(json 'len(d["broken"])')" 0
 }
+
+@test "cluster status: a listing rides out a master busy with a script (BUSY), as status NAME does" {
+  local victim slot all
+  hold_victim_shard
+  redis_cmd "$victim" CONFIG SET busy-reply-threshold 100 >/dev/null
+  # 1.5 s of script: shorter than a failover would need to notice.
+  REDIS_CMD_TIMEOUT=10 redis_cmd "$victim" EVAL "local t = redis.call('TIME')
+    local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1500000
+    repeat t = redis.call('TIME') until tonumber(t[1]) * 1000000 + tonumber(t[2]) >= stop" 0 \
+    >/dev/null &
+  local busy=$!
+  sleep 0.4
+  rl 0 status --json
+  # shellcheck disable=SC2086
+  assert_json_names $all
+  assert_json_unlisted
+  wait "$busy" || true
+  redis_cmd "$victim" CONFIG SET busy-reply-threshold 5000 >/dev/null
+}
