@@ -280,15 +280,16 @@ int lost(const std::string& name, const supervise::Loss& loss) {
 /// the command died from a signal (the forwarded one or our SIGKILL): then
 /// 128+N, as if rlock itself had been killed by N. With the terminal given
 /// to the command, a Ctrl-C or Ctrl-\ reaches the command alone: when it
-/// dies of it, rlock dies of it too (die_as_told), as it would have beside
-/// the command in one foreground group, so that the shell stops there.
+/// dies of it, rlock's group gets it too and rlock dies of it
+/// (exit_by_signal_of_terminal), as they would have beside the command in
+/// one foreground group, so that a calling shell stops there.
 int exit_status(const supervise::Outcome& outcome, bool gave_terminal) {
   if (outcome.signal && WIFSIGNALED(outcome.wait_status)) {
     exit_by_signal(outcome.signal);
     return 128 + outcome.signal;
   }
   if (gave_terminal && WIFSIGNALED(outcome.wait_status))
-    exit_by_signal(WTERMSIG(outcome.wait_status));
+    exit_by_signal_of_terminal(WTERMSIG(outcome.wait_status));
   return supervise::exit_status_of(outcome.wait_status);
 }
 

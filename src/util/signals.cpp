@@ -57,10 +57,17 @@ int SignalPipe::received() const {
 
 namespace {
 int g_exit_signal = 0;
+bool g_exit_group = false;
 }  // namespace
 
 void exit_by_signal(int sig) {
   g_exit_signal = sig;
+  g_exit_group = false;
+}
+
+void exit_by_signal_of_terminal(int sig) {
+  g_exit_signal = sig;
+  g_exit_group = true;
 }
 
 void die_as_told() {
@@ -74,6 +81,9 @@ void die_as_told() {
   sigemptyset(&one);
   sigaddset(&one, sig);
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  // The group gets it as from the terminal: rlock (unblocked, by default)
+  // dies of it on the way out of kill().
+  if (g_exit_group && kill(0, sig) == 0) return;
   raise(sig);
 }
 

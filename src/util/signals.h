@@ -30,6 +30,15 @@ class SignalPipe {
 /// that a calling shell must see it die of (see die_as_told).
 void exit_by_signal(int sig);
 
+/// As exit_by_signal(), for a Ctrl-C or Ctrl-\ that only the command got:
+/// rlock had given it the terminal, so the terminal's signal reached the
+/// command's group alone, and not rlock's group, where a calling script's
+/// shell waits. die_as_told() then sends `sig` to rlock's whole group
+/// (itself included), as the terminal would have without the handover:
+/// `bash -c 'rlock run x -- step1; step2'` must stop there, as a shell
+/// stops only when it got the signal too.
+void exit_by_signal_of_terminal(int sig);
+
 /// Ends the process by the signal exit_by_signal() recorded, if it is
 /// SIGINT or SIGQUIT; returns otherwise. A shell that gets Ctrl-C while it
 /// waits for a command goes on with its script when that command *exits*

@@ -39,6 +39,20 @@ PROMPT='?PROMPT\$ $'
   rl 1 status jc-c
 }
 
+@test "job control: Ctrl-C stops a script (bash -c, sh -c) that runs rlock, as it stops one that runs flock" {
+  local inner run sh
+  # The script's shell and rlock share a group, the command has the
+  # terminal: the shell stops only if it got the signal too.
+  for sh in bash sh; do
+    printf -v inner '%q run jc-s -t 30s -- bash -c %q; echo "after-$((6 * 7))"' "$RLOCK" 'echo "go-$((6 * 7))"; sleep 20'
+    printf -v run '%s -c %q\n' "$sh" "$inner"
+    shell ">$run" '?go-42' '>\x03' "$PROMPT" '>echo "rc=$?"\n' '?rc=[0-9]+'
+    refute_output --partial 'after-42'
+    assert_output --partial 'rc=130'
+  done
+  rl 1 status jc-s
+}
+
 @test "job control: Ctrl-Z stops rlock with its command and gives the prompt back; fg resumes both" {
   local run
   printf -v run '%q run jc-z -t 30s -- bash -c %q\n' "$RLOCK" 'echo "go-$((6 * 7))"; sleep 1.5; echo "done-$((6 * 7))"'
