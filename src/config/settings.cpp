@@ -361,13 +361,24 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     connect_timeout = *parsed;
   }
 
-  // The password: a file named on the command line, the environment, a file
-  // from the config file; a URL's own password counts last.
-  auto password = read_password(
-      {cli.password_file, "--password-file"}, {env.password, env.rediscli_auth},
-      {file.password_file, "password-file"}, file.password_file_origin, settings.warnings);
+  // The password: a file named on the command line, the environment, then
+  // a URL's own password if the URL came from the command line or the
+  // environment (priority 1 and 2 over the config file), then the file the
+  // config file names, last a password inside the config file's URL. The
+  // config file's is read only when no URL has its own.
+  const std::optional<std::string> no_file;
+  auto password =
+      read_password({cli.password_file, "--password-file"}, {env.password, env.rediscli_auth},
+                    {no_file, "password-file"}, "", settings.warnings);
   if (!password) return std::unexpected(password.error());
-  auto user = first_set(cli.user, file.user);
+  std::optional<Result<std::optional<std::string>>> file_password;
+  // The user likewise: --user, a command-line or environment URL's own
+  // user, the config file's `user`, the config file's URL's user.
+  const auto user_of = [&](const redis::Url& url) -> std::optional<std::string> {
+    if (cli.user) return cli.user;
+    if (url.user && !urls_from_file) return std::nullopt;  // the URL's own
+    return file.user;
+  };
 
   // The Sentinels' own credentials, by the same rules.
   auto sentinel_password = read_password({cli.sentinel_password_file, "--sentinel-password-file"},
@@ -436,8 +447,17 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     // A command never waits longer than the lease it protects would allow;
     // 5 s (or the connect timeout, if longer) bounds a stalled server.
     options.command_timeout = std::max(Millis(5000), connect_timeout);
-    if (user) options.user = user;
-    if (*password) options.password = *password;
+    if (auto user = user_of(*url)) options.user = user;
+    if (*password) {
+      options.password = *password;
+    } else if (!url->password || urls_from_file) {
+      if (!file_password)
+        file_password =
+            read_password({no_file, "--password-file"}, {}, {file.password_file, "password-file"},
+                          file.password_file_origin, settings.warnings);
+      if (!*file_password) return std::unexpected(file_password->error());
+      if (**file_password) options.password = **file_password;
+    }
     auto& tls = options.tls;
     tls.enabled =
         url->scheme == redis::Url::Scheme::tls || first_set(cli.tls, file.tls).value_or(false);

@@ -85,6 +85,24 @@ refute_secrets() {
   refute_secrets
 }
 
+@test "auth: a command-line or RLOCK_URL URL's user and password beat the config file's user and password-file" {
+  local conf="$BATS_TEST_TMPDIR/rlock.conf" pw="$BATS_TEST_TMPDIR/pw" url
+  (umask 077 && echo s3cret-wrong >"$pw" && printf 'user = default\npassword-file = %s\n' "$pw" >"$conf")
+  url="redis://locker:$USER_PASSWORD@127.0.0.1:$REDIS_PORT/0"
+  rl 1 --config "$conf" -u "$url" status acl-order
+  RLOCK_URL="$url" rl 1 --config "$conf" status acl-order
+  # Only the user from the URL: the password from --password-file.
+  (umask 077 && echo "$USER_PASSWORD" >"$BATS_TEST_TMPDIR/user-pw")
+  rl 1 --config "$conf" -u "redis://locker@127.0.0.1:$REDIS_PORT/0" \
+    --password-file "$BATS_TEST_TMPDIR/user-pw" status acl-order
+  # --user still beats the URL's user, and a URL in the config file comes
+  # after its own user and password-file.
+  rl 77 --config "$conf" --user default -u "$url" status acl-order
+  printf 'url = %s\n' "$url" >>"$conf"
+  RLOCK_URL='' rl 77 --config "$conf" status acl-order
+  refute_secrets
+}
+
 @test "auth: an ACL user with a wrong password exits 77" {
   RLOCK_PASSWORD="$PASSWORD" rl 77 --user locker acquire acl -n
   refute_secrets

@@ -83,6 +83,42 @@ TEST(Settings, PasswordFileBeatsEnvironment) {
   std::remove(path.c_str());
 }
 
+TEST(Settings, ACommandLineUrlsCredentialsBeatTheConfigFiles) {
+  auto path = write_temp("filepw\n");
+  chmod(path.c_str(), 0600);
+  Layer cli, file;
+  file.user = "file-user";
+  file.password_file = path;
+  cli.urls = {"redis://url-user:urlpw@h:1"};
+  auto s = resolve(cli, {}, file);
+  ASSERT_TRUE(s.has_value());
+  // Unset: the URL's own (Connection takes options.user, else url.user).
+  EXPECT_FALSE(s->servers[0].user);
+  EXPECT_FALSE(s->servers[0].password);
+  // A URL without credentials gets the config file's.
+  cli.urls = {"redis://h:1"};
+  s = resolve(cli, {}, file);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->servers[0].user, "file-user");
+  EXPECT_EQ(s->servers[0].password, "filepw");
+  // The config file's own URL comes after its user and password-file.
+  file.urls = {"redis://url-user:urlpw@h:1"};
+  s = resolve({}, {}, file);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->servers[0].user, "file-user");
+  EXPECT_EQ(s->servers[0].password, "filepw");
+  // --user and RLOCK_PASSWORD still come first.
+  cli.urls = {"redis://url-user:urlpw@h:1"};
+  cli.user = "cli-user";
+  Environment env;
+  env.password = "envpw";
+  s = resolve(cli, env, file);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->servers[0].user, "cli-user");
+  EXPECT_EQ(s->servers[0].password, "envpw");
+  std::remove(path.c_str());
+}
+
 TEST(Settings, RejectsBadValues) {
   Layer cli;
   cli.connect_timeout = "soon";
