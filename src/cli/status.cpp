@@ -45,22 +45,47 @@ Action register_status(CLI::App& command, Context& context) {
       return status;
     }
     // Exit 0 only if every named lock is held (like `test`), 1 otherwise.
+    // Of several names, one whose keys the server refuses to read as a
+    // lock (a foreign key at its name: a server error) is broken, as in a
+    // listing: the others are still shown, and the exit status is its 76.
     bool all_held = true;
     std::vector<lock::LockView> views;
+    std::vector<Error> broken;
     for (const auto& name : *names) {
       auto view = client->status(name, *ttl);
-      if (!view) return report(view.error());
+      if (!view && (names->size() == 1 || view.error().code != Error::Code::server))
+        return report(view.error());
+      if (!view) {
+        lock::LockView unreadable;
+        unreadable.name = name;
+        unreadable.problem = view.error().message;
+        views.push_back(std::move(unreadable));
+        broken.push_back(view.error());
+        all_held = false;
+        continue;
+      }
       all_held = all_held && !view->holders.empty();
       views.push_back(std::move(*view));
     }
-    // --json prints one document: the lock itself, or {"locks": [...]}.
+    // --json prints one document: the lock itself, or {"locks": [...],
+    // "broken": [...]}.
+    std::size_t next_broken = 0;
     if (context.global.json && views.size() > 1) {
       if (auto printed = output::print_list(views, true); !printed) return report(printed.error());
     } else {
-      for (const auto& view : views)
+      for (const auto& view : views) {
+        // A broken lock's line on stderr, in its place among the others.
+        if (!view.problem.empty()) {
+          (void)report(broken[next_broken++]);
+          continue;
+        }
         if (auto printed = output::print_status(view, context.global.json); !printed)
           return report(printed.error());
+      }
     }
+    // (With --json, the broken locks' lines follow the document.)
+    for (; next_broken < broken.size(); ++next_broken) (void)report(broken[next_broken]);
+    if (!broken.empty()) return static_cast<int>(exit_status(broken.front().code));
     return all_held ? 0 : static_cast<int>(ExitStatus::refused);
   };
 }

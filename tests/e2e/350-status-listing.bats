@@ -88,6 +88,23 @@ print(json.dumps(strip(json.load(sys.stdin)), sort_keys=True))'
   done
 }
 
+@test "status listing: of several names, a broken one is shown as broken and the others still are (76)" {
+  rl 0 acquire good -t 30s
+  rcli SET 'rlock:{foreign}:m' foreign >/dev/null
+  rl 76 status good foreign free-one --json
+  assert_equal "$(json '[l["name"] for l in d["locks"]]')" '["good", "free-one"]'
+  assert_equal "$(json '[b["name"] for b in d["broken"]]')" '["foreign"]'
+  assert_stderr --regexp "^rlock: error: .*WRONGTYPE key rlock:\{foreign\}:m holds a string"
+  assert_equal "${#stderr_lines[@]}" 1
+  rl 76 status good foreign free-one
+  assert_line "lock 'free-one': free (last fence 0)"
+  assert_line --regexp "^lock 'good': held"
+  assert_stderr --partial 'rlock:{foreign}:m'
+  # Alone, it is the error it always was.
+  rl 76 status foreign
+  assert_output ""
+}
+
 @test "status listing: many locks, in batches, all listed once" {
   # 2500 locks: three batches of plain reads.
   "$PYTHON" - "$REDIS_PORT" <<'PY'
