@@ -259,11 +259,11 @@ class ClusterBackend final : public Backend {
   /// seen with less one (one of those replicas is now the master, as
   /// Sentinel's). A master that comes back after its successor died keeps
   /// no high-water mark from before, when that successor was its replica.
-  int& replicas_seen(int slot, const NodeAddress& node);
+  ReplicasSeen& replicas_seen(int slot, const NodeAddress& node);
 
   /// Per master (host:port): the most replicas it has been seen with (see
   /// execute()).
-  std::map<std::string, int> m_replicas_seen;
+  std::map<std::string, ReplicasSeen> m_replicas_seen;
   /// Per slot used: the master it was last served by (replicas_seen()).
   std::map<int, std::string> m_slot_master;
   /// The refusal the Cluster has kept answering, across operations (Backoff).
@@ -271,12 +271,12 @@ class ClusterBackend final : public Backend {
   int m_interrupt_fd = -1;
 };
 
-int& ClusterBackend::replicas_seen(int slot, const NodeAddress& node) {
+ReplicasSeen& ClusterBackend::replicas_seen(int slot, const NodeAddress& node) {
   std::string id = node.text();
-  int& seen = m_replicas_seen[id];
+  ReplicasSeen& seen = m_replicas_seen[id];
   auto [last, first] = m_slot_master.try_emplace(slot, id);
   if (!first && last->second != id) {
-    seen = std::min(seen, std::max(0, m_replicas_seen[last->second] - 1));
+    seen = std::min(seen.count, std::max(0, m_replicas_seen[last->second].count - 1));
     last->second = std::move(id);
   }
   return seen;
@@ -430,7 +430,7 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
       auto conn = connection(*node, deadline);
       // Replicas are seen per master. An ASK sends one command to a slot's
       // next master while the slot is still the other's.
-      int& seen = ask ? m_replicas_seen[node->text()] : replicas_seen(slot, *node);
+      ReplicasSeen& seen = ask ? m_replicas_seen[node->text()] : replicas_seen(slot, *node);
       // Half of what is left at most (see failover_try_deadline): a master
       // that hangs is how a shard most often starts failing over.
       outcome = conn ? execute(**conn, m_target.replicas, seen, keys, call,

@@ -124,8 +124,18 @@ std::string acl_user_of(const redis::ConnectOptions& o) {
   return o.user.value_or(o.url.user.value_or("default"));
 }
 
+void ReplicasSeen::observe(int connected, Clock::time_point now) {
+  if (connected >= count) {
+    *this = connected;
+  } else if (!fewer_since) {
+    fewer_since = now;
+  } else if (now - *fewer_since >= k_fewer_replicas_accepted) {
+    *this = connected;
+  }
+}
+
 Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
-                        int& replicas_seen, const std::vector<std::string>& keys,
+                        ReplicasSeen& replicas_seen, const std::vector<std::string>& keys,
                         const lock::Call& call, Deadline deadline, bool asking,
                         const std::vector<std::string>* first, redis::Reply* first_reply) {
   const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
@@ -173,7 +183,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     }
   }
   if (!reply) return std::unexpected(reply.error());
-  if (role && !role->is_error()) replicas_seen = std::max(replicas_seen, connected_replicas(*role));
+  if (role && !role->is_error()) replicas_seen.observe(connected_replicas(*role), Clock::now());
   if (!acknowledge) return Outcome{std::move(*reply), std::nullopt};
   if (role && role->is_error()) {
     // The replicas cannot be counted (an ACL without +role): a lease
@@ -222,14 +232,14 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
 
 std::optional<Result<Outcome>> script_answer(const std::string& where,
                                              const config::ReplicaPolicy& replicas,
-                                             int& replicas_seen, const lock::Call& call,
+                                             ReplicasSeen& replicas_seen, const lock::Call& call,
                                              std::vector<redis::Reply> replies) {
   const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
   redis::Reply& reply = replies.back();
   if (reply.is_error())
     return Result<Outcome>(std::unexpected(redis::server_failure(where, reply.str)));
   const redis::Reply* role = replies.size() > 1 ? &replies.front() : nullptr;
-  if (role && !role->is_error()) replicas_seen = std::max(replicas_seen, connected_replicas(*role));
+  if (role && !role->is_error()) replicas_seen.observe(connected_replicas(*role), Clock::now());
   if (!acknowledge) return Result<Outcome>(Outcome{std::move(reply), std::nullopt});
   // A refused ROLE, or replicas to wait for: execute() words and does that.
   if (!role || role->is_error()) return std::nullopt;

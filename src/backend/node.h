@@ -92,6 +92,31 @@ std::vector<std::string> blpop_command(const std::string& key, Millis block);
 /// Whether `error` is a server reply of one of `kinds`.
 bool server_kind(const Error& error, std::initializer_list<redis::ServerError> kinds);
 
+/// How many replicas a lease must reach under --replicas all: the most this
+/// master has been seen with (ROLE), since the first sign of a failover is
+/// the promoted replica leaving the old master, which still takes writes
+/// the new master never sees. Fewer are accepted only once the master has
+/// shown fewer for k_fewer_replicas_accepted without a break: a replica
+/// shut down or removed for good (a failover is followed well before that:
+/// the Sentinels or the Cluster name the new master), so that a waiter
+/// does not wait forever for one that is gone.
+struct ReplicasSeen {
+  int count = 0;
+  /// Since when the master has shown fewer than `count` (ROLE).
+  std::optional<Clock::time_point> fewer_since;
+
+  ReplicasSeen& operator=(int n) {
+    count = n;
+    fewer_since.reset();
+    return *this;
+  }
+  operator int() const { return count; }  // NOLINT(google-explicit-constructor)
+  /// ROLE said `connected` replicas at `now`.
+  void observe(int connected, Clock::time_point now);
+};
+
+inline constexpr Millis k_fewer_replicas_accepted{10'000};
+
 /// The ACL user a connection with `options` authenticates as.
 std::string acl_user_of(const redis::ConnectOptions& options);
 
@@ -107,7 +132,7 @@ std::string acl_user_of(const redis::ConnectOptions& options);
 /// `first_reply`: the script then runs as soon as the server has answered
 /// it, without another round trip.
 Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
-                        int& replicas_seen, const std::vector<std::string>& keys,
+                        ReplicasSeen& replicas_seen, const std::vector<std::string>& keys,
                         const lock::Call& call, Deadline deadline, bool asking = false,
                         const std::vector<std::string>* first = nullptr,
                         redis::Reply* first_reply = nullptr);
@@ -125,7 +150,7 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
 /// redirections and transient refusals before.
 std::optional<Result<Outcome>> script_answer(const std::string& where,
                                              const config::ReplicaPolicy& replicas,
-                                             int& replicas_seen, const lock::Call& call,
+                                             ReplicasSeen& replicas_seen, const lock::Call& call,
                                              std::vector<redis::Reply> replies);
 
 /// The names of every lock whose meta key SCAN finds on `conn`, sorted,

@@ -140,7 +140,7 @@ class ServerBackend final : public Backend {
   /// sign of a failover is the promoted replica leaving the old master,
   /// which still takes writes that the new master will never see.
   std::string m_master;
-  int m_replicas_seen = 0;
+  ReplicasSeen m_replicas_seen;
   /// The replicas the Sentinel that named this process's first master knew
   /// of it (-1: unknown, or a later master); see run().
   int m_known_replicas = -1;
@@ -203,7 +203,7 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
     // Another master (a failover): one of the replicas seen is now the
     // master, so one fewer is expected of it until it shows more.
     if (!m_master.empty() && connected->describe() != m_master)
-      m_replicas_seen = std::max(0, m_replicas_seen - 1);
+      m_replicas_seen = std::max(0, m_replicas_seen.count - 1);
     // A process's first master: the replicas the Sentinel that named it
     // knows of (see run()). Any later master is one a failover made, whose
     // replicas are still being moved to it.
@@ -324,8 +324,8 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     // promoted already (replicas_seen); a new one learns it only from the
     // Sentinel. Not for grants: right after a failover the Sentinels list
     // replicas still syncing, and every acquire would wait for them.
-    int seen = m_replicas_seen;
-    if (call.known_replicas) seen = std::max(seen, m_known_replicas);
+    ReplicasSeen seen = m_replicas_seen;
+    if (call.known_replicas) seen.count = std::max(seen.count, m_known_replicas);
     // Under Sentinel, half of what is left at most (see
     // failover_try_deadline): a master that hangs is failing over.
     Result<Outcome> outcome = conn

@@ -15,3 +15,44 @@ load helpers
   # -n gives up at once, as before.
   rl 69 --replicas 1 acquire never-acked -n
 }
+
+# start_replica: a replica of this file's server (REDIS_PORT), on
+# REPLICA_PORT with its pid in REPLICA_PID, online when this returns.
+start_replica() {
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" i
+  start_redis --replicaof 127.0.0.1 "$port" || return 1
+  export REPLICA_PORT="$REDIS_PORT" REPLICA_PID="$REDIS_PID"
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(rcli INFO replication)" == *state=online* ]] && return 0
+    nap 0.1
+  done
+  return 1
+}
+
+@test "replicas: a replica shut down for good keeps the waiters queued then for seconds, not forever" {
+  start_replica
+  rl_bg holder run gone -t 6s -- sleep 2
+  local i
+  for ((i = 0; i < 50; i++)); do
+    run "$RLOCK" status gone
+    ((status == 0)) && break
+    nap 0.1
+  done
+  # Two waiters without -w, queued while the master has its replica: it
+  # is the most they have seen it with.
+  RL_TIMEOUT=40 rl_bg first run gone -t 6s -- echo first-ran
+  nap 0.3
+  RL_TIMEOUT=40 rl_bg second run gone -t 6s -- echo second-ran
+  nap 0.5
+  redis-cli -p "$REPLICA_PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+  # The master shows one replica fewer from now on: after 10 s of that the
+  # waiters take it as the deployment's (before: they took the lock and
+  # gave it back without end).
+  rl_wait first 0
+  assert_output first-ran
+  rl_wait second 0
+  assert_output second-ran
+  rl_wait holder 0
+  stop_redis "$REPLICA_PID"
+}
