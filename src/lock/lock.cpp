@@ -59,9 +59,13 @@ bool is_unacknowledged(const Error& error) {
 }
 
 /// A transient refusal (LOADING, BUSY, ...): the server answers, it only
-/// cannot take the request now.
+/// cannot take the request now. So is CLUSTERDOWN once a Cluster backend
+/// gives up on it after its own retries (only a Cluster node says it): a
+/// shard without a master, whose failover a waiter rides out as it rides
+/// out a master out of reach.
 bool is_refusal(const Error& error) {
-  return error.code == Error::Code::server && redis::is_transient(error.server);
+  return error.code == Error::Code::server &&
+         (redis::is_transient(error.server) || error.server == redis::ServerError::clusterdown);
 }
 
 }  // namespace

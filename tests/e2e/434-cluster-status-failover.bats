@@ -243,3 +243,34 @@ assert_json_unlisted() {
   wait "$busy" || true
   redis_cmd "$victim" CONFIG SET busy-reply-threshold 5000 >/dev/null
 }
+
+@test "cluster: a waiter rides out a shard left without a master (CLUSTERDOWN) within its -w, not 76 after 5 s" {
+  local victim replica name seed i
+  cluster_config_set cluster-require-full-coverage yes
+  victim="$(cluster_masters | head -n 1)"
+  replica="$(replica_of "$victim")"
+  [[ -n "$replica" ]] || fail "master $victim has no replica"
+  # A lock on a healthy shard, through a node of that shard.
+  name="$(lock_not_on_master "$victim" down)"
+  seed="$(master_of_lock "$name")"
+  RLOCK_URL="$(cluster_url "$seed")"
+  # Its replica frozen, the shard cannot fail over: once its master is seen
+  # failed, every node answers CLUSTERDOWN (full coverage required).
+  kill -STOP "$(cluster_node_pid "$replica")"
+  kill -KILL "$(cluster_node_pid "$victim")"
+  for ((i = 0; i < 100; i++)); do
+    redis_cmd "$seed" GET "{$name}" >/dev/null 2>&1 || true
+    [[ "${redis_reply[0]:-}" == CLUSTERDOWN* ]] && break
+    nap 0.1
+  done
+  [[ "${redis_reply[0]:-}" == CLUSTERDOWN* ]] || fail "no CLUSTERDOWN: ${redis_reply[*]}"
+  RL_TIMEOUT=60 rl_bg waiter acquire "$name" -w 40s -t 30s
+  # Longer than a command's 5 s: the waiter is still waiting.
+  sleep 7
+  running "$(<"$BATS_TEST_TMPDIR/bg.waiter.pid")" ||
+    fail "the waiter ended: $(<"$BATS_TEST_TMPDIR/bg.waiter.err")"
+  # The replica thawed takes over; the waiter then gets the lock.
+  kill -CONT "$(cluster_node_pid "$replica")"
+  rl_wait waiter 0
+  rl 0 status "$name"
+}
