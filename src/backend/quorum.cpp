@@ -766,7 +766,13 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
     // plain server) answers a round trip or two after the others, and on a
     // busy machine 2 ms missed it, so the lock ran on the others.
     constexpr Millis k_hear_misconfigured{20};
-    auto late = hear_slower(*batch, started, deadline, k_hear_misconfigured);
+    // Never into the second half of the TTL (beyond those 20 ms): a
+    // majority that took long to gather (a member frozen, another slow)
+    // would otherwise spend the grant's validity waiting for the frozen
+    // one, and the fence could not even be raised in time.
+    const Deadline hear_by =
+        std::min(deadline, std::max(Clock::now() + k_hear_misconfigured, started + ttl / 2));
+    auto late = hear_slower(*batch, started, hear_by, k_hear_misconfigured);
     if (!late) {
       give_back(name, token, everyone);
       return std::unexpected(late.error());

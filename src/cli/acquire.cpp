@@ -1,8 +1,11 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 
 #include "cli/context.h"
+#include "lock/protocol.h"
 #include "output/render.h"
 #include "supervise/signals.h"
 #include "util/process.h"
@@ -49,8 +52,14 @@ Action register_acquire(CLI::App& command, Context& context) {
     }
     // A token nobody received is a lock nobody can release: if it could not
     // be written, release the lock and fail.
-    auto printed =
-        output::print_acquired(options->name, taken->grant, plan->request, context.global.json);
+    // The lease as the caller can count on it: the TTL from when the grant
+    // was sent, less the clock drift a quorum allows for (a quorum acquire
+    // that took long, waiting for slow members, has little of it left).
+    const Millis lease_left = std::max(
+        Millis(0), lock::validity(plan->request.ttl,
+                                  std::chrono::ceil<Millis>(Clock::now() - taken->confirmed)));
+    auto printed = output::print_acquired(options->name, taken->grant, plan->request, lease_left,
+                                          context.global.json);
     if (!printed) {
       (void)client->release(options->name, taken->grant.token);
       return report(printed.error());

@@ -238,13 +238,13 @@ std::string describe_holder(const lock::HolderView& h) {
 }
 
 Result<void> print_acquired(const std::string& name, const lock::Grant& grant,
-                            const lock::Request& request, bool json) {
+                            const lock::Request& request, Millis lease_left, bool json) {
   if (!json) return emit(grant.token + "\n");
   const char* mode = request.shared ? "shared" : request.limit > 1 ? "semaphore" : "exclusive";
   return emit_named(name, {{"token", grant.token},
                            {"id", short_id(grant.token)},
                            {"fence", static_cast<long long>(grant.fence)},
-                           {"ttl_ms", static_cast<long long>(request.ttl.count())},
+                           {"ttl_ms", static_cast<long long>(lease_left.count())},
                            {"mode", mode},
                            {"limit", request.limit}});
 }

@@ -35,9 +35,11 @@ void end_quietly_on_broken_pipe();
 /// version): a closed, full or broken stdout is an error, as in emit().
 [[nodiscard]] Result<void> flush_stdout();
 
-/// `acquire`: the token alone (so `T=$(rlock acquire x)` works), or JSON.
+/// `acquire`: the token alone (so `T=$(rlock acquire x)` works), or JSON,
+/// whose ttl_ms is `lease_left`: what the caller can count on from now.
 [[nodiscard]] Result<void> print_acquired(const std::string& name, const lock::Grant& grant,
-                                          const lock::Request& request, bool json);
+                                          const lock::Request& request, Millis lease_left,
+                                          bool json);
 [[nodiscard]] Result<void> print_renewed(const std::string& name, Millis ttl, bool json);
 [[nodiscard]] Result<void> print_released(const std::string& name, bool json);
 /// `run`'s document (JSON only), once the command has ended: what it ran

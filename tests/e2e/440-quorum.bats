@@ -679,3 +679,30 @@ q_live_queued() {
   rl 77 acquire qc -n -t "$Q_TTL"
   rl 77 status -t "$Q_TTL" qa
 }
+
+@test "quorum: acquire --json reports the lease left after a slow majority, not the whole TTL" {
+  # Members 4 and 5 frozen, member 3 frozen for 0.4 s: the majority
+  # (1, 2, 3) is there only once member 3 answers, and member 1's lease
+  # began before that.
+  q_freeze 4
+  q_freeze 5
+  q_freeze 3
+  (sleep 0.4 && kill -CONT "$(q_pid 3)") 3>&- &
+  rl 0 acquire slow-majority -t "$Q_TTL" -n --json
+  local left pttl
+  left="$(json 'd["ttl_ms"]')"
+  pttl="$(qcli 1 PTTL 'rlock:{slow-majority}:h')"
+  assert_greater "$left" 0
+  # Never more than member 1 still has (read after it: 200 ms of slack).
+  assert_greater $((pttl + 200)) "$left"
+}
+
+@test "quorum: a majority gathered late still leaves the grant valid: slower members are not waited for into the second half of the TTL" {
+  q_freeze 4
+  q_freeze 5
+  q_freeze 3
+  (sleep 1.6 && kill -CONT "$(q_pid 3)") 3>&- &
+  rl 0 acquire late-majority -t "$Q_TTL" -n --json
+  assert_greater "$(json 'd["ttl_ms"]')" 0
+  rl 0 status late-majority -t "$Q_TTL"
+}
