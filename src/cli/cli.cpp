@@ -15,6 +15,7 @@
 #include "cli/context.h"
 #include "output/render.h"
 #include "util/number.h"
+#include "util/process.h"
 #include "util/signals.h"
 
 namespace rlock::cli {
@@ -419,8 +420,17 @@ int run_main(int argc, char** argv) {
     for (auto& extra : app.remaining(true))
       if (extra != "--") extras.push_back(std::move(extra));
     if (extras.empty()) return usage_error(e);
+    // Said back without secrets: a token (the word after --token, or after
+    // its =) releases the lock, and a URL's password is the server's.
     std::string list;
-    for (const auto& extra : extras) list += (list.empty() ? "" : " ") + quote_input(extra);
+    bool token_next = false;
+    for (const auto& extra : extras) {
+      std::string shown = without_url_passwords(extra);
+      if (token_next) shown = "...";
+      if (shown.starts_with("--token=")) shown = "--token=...";
+      token_next = extra == "--token";
+      list += (list.empty() ? "" : " ") + quote_input(shown);
+    }
     fmt::print(stderr, "rlock: error: {} {} (see 'rlock --help')\n",
                extras.size() == 1 ? "unexpected argument" : "unexpected arguments:", list);
     return static_cast<int>(ExitStatus::usage);

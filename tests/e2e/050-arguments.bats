@@ -193,3 +193,13 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   # Nothing was taken.
   rl 1 status a
 }
+
+@test "arguments: unexpected arguments are said back without a token or a URL's password" {
+  local token=0123456789abcdef0123456789abcdef
+  rl 64 release -- -x --token "$token"
+  assert_stderr --partial "unexpected arguments: '--token' '...'"
+  rl 64 release -- -x "--token=$token" "redis://:s3cret@127.0.0.1:1/0"
+  assert_stderr --partial "'--token=...' 'redis://127.0.0.1:1/0'"
+  refute_stderr --partial "$token"
+  refute_stderr --partial s3cret
+}
