@@ -254,6 +254,7 @@ Result<Layer> read_config_file(const std::string& path) {
       layer.replicas = value;
     } else if (key == "tls") {
       ok = flag(layer.tls);
+      layer.tls_origin = where;
     } else if (key == "insecure") {
       ok = flag(layer.insecure);
       layer.insecure_origin = where;
@@ -263,8 +264,10 @@ Result<Layer> read_config_file(const std::string& path) {
       layer.cacertdir = value;
     } else if (key == "cert") {
       layer.cert = value;
+      layer.cert_origin = where;
     } else if (key == "key") {
       layer.key = value;
+      layer.key_origin = where;
     } else if (key == "sni") {
       layer.sni = value;
     } else if (key == "connect-timeout") {
@@ -471,10 +474,24 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
       settings.warnings.push_back(
           "--insecure: the server's TLS certificate is not verified; anyone on the network path "
           "can impersonate the server and read the password");
-    if (tls.enabled && url->scheme == redis::Url::Scheme::unix_socket)
+    // A contradiction the config file alone made is its error (78, naming
+    // the line); one the command line had a part in is a usage error.
+    if (tls.enabled && url->scheme == redis::Url::Scheme::unix_socket) {
+      if (url->scheme != redis::Url::Scheme::tls && !cli.tls && file.tls && urls_from_file)
+        return fail(Error::Code::config,
+                    fmt::format("{}: tls = yes with a unix socket URL ({}): TLS over a unix "
+                                "socket is not supported",
+                                file.tls_origin, file.url_origin));
       return fail(Error::Code::usage, "TLS over a unix socket is not supported");
-    if (tls.cert.empty() != tls.key.empty())
+    }
+    if (tls.cert.empty() != tls.key.empty()) {
+      if (!cli.cert && !cli.key)
+        return fail(Error::Code::config,
+                    fmt::format("{}: {} without {}: cert and key must be given together",
+                                file.cert ? file.cert_origin : file.key_origin,
+                                file.cert ? "cert" : "key", file.cert ? "key" : "cert"));
       return fail(Error::Code::usage, "--cert and --key must be given together");
+    }
     settings.servers.push_back(std::move(options));
   }
   return settings;

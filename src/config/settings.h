@@ -31,9 +31,10 @@ struct Layer {
   /// from a file or RLOCK_SENTINEL_PASSWORD: never argv.
   std::optional<std::string> sentinel_user, sentinel_password_file;
   std::optional<std::string> replicas;  // "all" or a number, as given
-  /// Where a config file set url, password-file, sentinel-password-file and
-  /// insecure: the `file:line` its errors name.
+  /// Where a config file set url, password-file, sentinel-password-file,
+  /// insecure, tls, cert and key: the `file:line` its errors name.
   std::string url_origin, password_file_origin, sentinel_password_file_origin, insecure_origin;
+  std::string tls_origin, cert_origin, key_origin;
   std::optional<bool> show_command;  // store full command lines (not only program names)
   /// A config file's path when others may read it (a password in its URL
   /// is theirs too); empty otherwise.

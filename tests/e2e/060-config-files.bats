@@ -142,3 +142,17 @@ connect-timeout = 3s # generous")"
   rl 78 --password-file /dev/null status devnull-held
   assert_stderr --partial "is empty"
 }
+
+@test "config: a cert without a key, or tls with a unix socket, in the file is a config error naming file:line" {
+  local file
+  file="$(conf "url = $RLOCK_URL
+cert = /etc/hostname")"
+  RLOCK_URL='' rl 78 --config "$file" status x
+  assert_stderr --partial "$file:2: cert without key"
+  file="$(conf "url = unix:///nonexistent/redis.sock
+tls = yes")"
+  RLOCK_URL='' rl 78 --config "$file" status x
+  assert_stderr --partial "$file:2: tls = yes with a unix socket URL ($file:1)"
+  # Given on the command line, it is a usage error as before.
+  rl 64 --config /dev/null --cert /etc/hostname status x
+}
