@@ -199,6 +199,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     }
     discovery.first = index;
     discovery.no_sentinel = false;
+    discovery.found = true;
     discovery.replicas = answer->replicas;
     return std::move(*master);
   }
@@ -212,6 +213,11 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
                     "redis-sentinel:// URL lists the Sentinels (default port 26379), "
                     "a redis:// URL a server",
                     fmt::join(not_sentinels, ", "), not_sentinels.size() == 1 ? "is" : "are"));
+  if (answered > 0 && unknown + not_sentinels.size() == answered && unknown > 0 && discovery.found)
+    return fail(Error::Code::unreachable,
+                fmt::format("no Sentinel knows a master named '{}' any more ({} of {} asked "
+                            "answered): reconfigured?",
+                            target.master_name, answered, sentinels.size()));
   if (answered > 0 && unknown + not_sentinels.size() == answered && unknown > 0)
     return fail(Error::Code::config,
                 fmt::format("no Sentinel knows a master named '{}' ({} of {} asked answered)",

@@ -21,6 +21,10 @@ struct Discovery {
   /// The replicas the Sentinel that named the master last knows of it and
   /// does not think down (-1: unknown). See ServerBackend::connection.
   int replicas = -1;
+  /// Set once the Sentinels named a master: a name they stop knowing
+  /// afterwards (SENTINEL REMOVE, then MONITOR again) is an outage, not a
+  /// configuration error.
+  bool found = false;
 };
 
 /// The replicas in a SENTINEL REPLICAS reply that the Sentinel neither

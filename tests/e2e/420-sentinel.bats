@@ -255,3 +255,30 @@ releases_across_failover() {
   rl 0 release frozen --token "$output" --replicas 0
   thaw_node "$old"
 }
+
+@test "sentinel: a master name the Sentinels stop knowing for a while (REMOVE, then MONITOR) is an outage a queued waiter rides out, not 78" {
+  local master n
+  master="$(master_port)"
+  rl_bg holder run forgotten -t 10s -- sleep 3
+  for ((n = 0; n < 50; n++)); do
+    run "$RLOCK" status forgotten
+    ((status == 0)) && break
+    nap 0.1
+  done
+  RL_TIMEOUT=40 rl_bg waiter run forgotten -w 30s -t 10s -- echo waiter-ran
+  nap 0.5
+  for n in 1 2 3; do sentinel_cli "$n" SENTINEL REMOVE "$TOPO_NAME" >/dev/null; done
+  # Its connections cut, the waiter asks the Sentinels again: none knows
+  # the name now. A process that never found the master is told so (78).
+  node_cli "$master" CLIENT KILL TYPE normal >/dev/null
+  rl 78 acquire forgotten-fresh -n
+  nap 1.5
+  for n in 1 2 3; do
+    sentinel_cli "$n" SENTINEL MONITOR "$TOPO_NAME" 127.0.0.1 "$master" 2 >/dev/null
+    sentinel_cli "$n" SENTINEL SET "$TOPO_NAME" down-after-milliseconds "$TOPO_DOWN_AFTER_MS" \
+      failover-timeout "$TOPO_FAILOVER_TIMEOUT_MS" >/dev/null
+  done
+  rl_wait waiter 0
+  assert_output waiter-ran
+  rl_wait holder 0,79
+}
