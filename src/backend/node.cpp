@@ -125,13 +125,9 @@ std::string acl_user_of(const redis::ConnectOptions& o) {
 }
 
 void ReplicasSeen::observe(int connected, Clock::time_point now) {
-  if (connected >= count) {
-    *this = connected;
-  } else if (!fewer_since) {
-    fewer_since = now;
-  } else if (now - *fewer_since >= k_fewer_replicas_accepted) {
-    *this = connected;
-  }
+  if (connected < count && !fewer_since) fewer_since = now;
+  // More, as many, or fewer for long enough: that is the count now.
+  if (connected >= count || now - *fewer_since >= k_fewer_replicas_accepted) *this = connected;
 }
 
 Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
