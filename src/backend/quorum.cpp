@@ -1018,6 +1018,8 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
       auto replies =
           gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
       if (!replies) return std::unexpected(replies.error());
+      // One server reached two ways would count twice (as for a grant).
+      if (auto twice = misconfiguration(*replies)) return std::unexpected(*twice);
       // A minority cannot tell: the holders may be on the others.
       if (const std::size_t n = members_answering(*replies); n < lock::majority(m_members.size()))
         return std::unexpected(

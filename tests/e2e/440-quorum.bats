@@ -583,6 +583,16 @@ q_live_queued() {
   rl 0,1 release lengthened --token "$token"
 }
 
+@test "quorum: status NAME through two URLs of one server is refused (78), not a majority of one" {
+  local urls="redis://127.0.0.1:$(q_port 1)/0,unix://$Q_DIR_1/redis.sock,redis://127.0.0.1:$(q_port 2)/0"
+  # Held on that one server only: its two votes looked like a majority.
+  RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0" rl 0 acquire counted-twice -t 30s
+  RLOCK_URL="$urls" rl 78 status counted-twice -t "$Q_TTL"
+  assert_stderr --partial "are one Redis server"
+  RLOCK_URL="$urls" rl 78 status counted-twice -t "$Q_TTL" --json
+  assert_output ""
+}
+
 @test "quorum: one server reached through two URLs is refused at the first acquire (78), nothing held" {
   # Its TCP port and its unix socket: two names the URLs cannot tell apart,
   # whose two votes made a majority of three on their own.

@@ -851,7 +851,7 @@ local function force()
 end
 
 -- status [UPTIME] -> {now, limit, last_fence, holders, waiters, audit}, and
--- with UPTIME ('1') this server's uptime_ms() after them (a quorum member's
+-- with UPTIME ('1') this server's uptime_ms() and run_id (INFO) after them (a quorum member's
 -- word that nobody holds the lock counts only once it has been up for the
 -- TTL); read-only, so it also works on a replica. holders: {id, ttl_ms,
 -- record, ...}; waiters in queue order: {id, lease_ms, record, ...}; audit:
@@ -878,7 +878,10 @@ local function status()
   end
   local reply = { now, limit_of() or 1, tonumber(redis.call('GET', F) or '0') or 0, holders,
     waiters, redis.call('GET', A) or '' }
-  if ARGV[2] == '1' then table.insert(reply, uptime_ms()) end
+  if ARGV[2] == '1' then
+    table.insert(reply, uptime_ms())
+    table.insert(reply, string.match(info_server(), 'run_id:(%x+)') or '')
+  end
   return reply
 end
 
