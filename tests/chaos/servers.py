@@ -21,18 +21,27 @@ import subprocess
 import time
 
 
-def free_port():
+def free_port(bus=False):
+    """A free port outside the ephemeral range (an outgoing connection may
+    take a port in it while a server is down for a restart); with `bus`,
+    also port + 10000, a Cluster node's bus port, which must stay free for
+    the node's restarts as much as its own."""
     lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
-    for _ in range(200):
-        port = random.randint(20000, 60000)
-        if lo <= port <= hi:
-            continue
+
+    def usable(port):
+        if port > 65535 or lo <= port <= hi:
+            return False
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
-                continue
-        return port
+                return False
+        return True
+
+    for _ in range(2000):
+        port = random.randint(20000, 60000)
+        if usable(port) and (not bus or usable(port + 10000)):
+            return port
     raise SystemExit("soak: no free port")
 
 
@@ -111,8 +120,8 @@ class Redis:
     acknowledged write); `args` are more options (e.g. --replicaof), or the
     whole command line after the config file for a Sentinel (`conf`)."""
 
-    def __init__(self, workdir, port, persistent=True, args=(), conf=None):
-        self.dir, self.port, self.proc = workdir, port, None
+    def __init__(self, workdir, port, persistent=True, args=(), conf=None, bus=False):
+        self.dir, self.port, self.proc, self.bus = workdir, port, None, bus
         self.persistent, self.args, self.conf = persistent, list(args), conf
         self.started = False
         os.makedirs(workdir, exist_ok=True)
@@ -139,7 +148,7 @@ class Redis:
             # another; a restart keeps its port (its identity).
             if self.started or "Address already in use" not in self.log_tail():
                 break
-            self.port = free_port()
+            self.port = free_port(self.bus)
             if self.conf:
                 with open(self.conf) as f:
                     lines = f.read().split("\n")
@@ -220,12 +229,14 @@ class Topology:
         "kill_wrapper": 3,  # kill -9 of a random rlock wrapper (the soak's own)
     }
     FAILURE_MS = 1000  # Sentinel's down-after-milliseconds, the Cluster's node timeout
+    BUS = False  # whether a node has a bus port (port + 10000) to keep free
     HEALTHY_S = 40
 
     def __init__(self, workdir, rng_seed):
         self.workdir = workdir
         self.rng = random.Random(rng_seed)
-        self.nodes = [Redis(os.path.join(workdir, f"node{k}"), free_port(), persistent=False)
+        self.nodes = [Redis(os.path.join(workdir, f"node{k}"), free_port(self.BUS),
+                            persistent=False, bus=self.BUS)
                       for k in range(self.NODES)]
 
     def node(self, port):
@@ -405,6 +416,7 @@ SentinelTopology.FAULTS = dict(Topology.FAULTS, sentinel_restart=1)
 
 class ClusterTopology(Topology):
     NODES = 6
+    BUS = True
 
     def __init__(self, workdir, rng_seed, names=("chaos",)):
         super().__init__(workdir, rng_seed)
