@@ -111,7 +111,12 @@ url_list() {
     ((blocked == Q_N)) && break
     nap 0.05
   done
-  ((blocked == Q_N)) || fail "the waiter blocks on $blocked members"
+  if ((blocked != Q_N)); then
+    # What the waiter said and what each member saw, for the next reader.
+    local seen=""
+    for ((k = 1; k <= Q_N; k++)); do seen+=" member $k: $(qcli "$k" client list | grep -o 'cmd=[a-z|]*' | sort | uniq -c | tr -s ' \n' ' ');"; done
+    fail "the waiter blocks on $blocked members (its stderr: $(<"$BATS_TEST_TMPDIR/bg.waiter.err");$seen)"
+  fi
   # rl_bg runs rlock under timeout(1): the waiter is its child.
   local timeout_pid rlock_pid
   timeout_pid="$(pgrep -P "$pid" -x timeout)" || fail "no timeout process under $pid"
