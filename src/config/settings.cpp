@@ -477,7 +477,7 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     // A contradiction the config file alone made is its error (78, naming
     // the line); one the command line had a part in is a usage error.
     if (tls.enabled && url->scheme == redis::Url::Scheme::unix_socket) {
-      if (url->scheme != redis::Url::Scheme::tls && !cli.tls && file.tls && urls_from_file)
+      if (!cli.tls && file.tls && urls_from_file)
         return fail(Error::Code::config,
                     fmt::format("{}: tls = yes with a unix socket URL ({}): TLS over a unix "
                                 "socket is not supported",

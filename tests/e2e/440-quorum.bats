@@ -690,14 +690,18 @@ q_live_queued() {
   rl 77 status -t "$Q_TTL" qa
 }
 
-@test "quorum: acquire --json reports the lease left after a slow majority, not the whole TTL" {
-  # Members 4 and 5 frozen, member 3 frozen for 0.4 s: the majority
-  # (1, 2, 3) is there only once member 3 answers, and member 1's lease
-  # began before that.
+# majority_after SECONDS: members 4 and 5 frozen (the teardown thaws them),
+# member 3 frozen for SECONDS: the majority (1, 2, 3) is there only once
+# member 3 answers, and member 1's lease began before that.
+majority_after() {
   q_freeze 4
   q_freeze 5
   q_freeze 3
-  (sleep 0.4 && kill -CONT "$(q_pid 3)") 3>&- &
+  (sleep "$1" && kill -CONT "$(q_pid 3)") 3>&- &
+}
+
+@test "quorum: acquire --json reports the lease left after a slow majority, not the whole TTL" {
+  majority_after 0.4
   rl 0 acquire slow-majority -t "$Q_TTL" -n --json
   local left pttl
   left="$(json 'd["ttl_ms"]')"
@@ -708,10 +712,7 @@ q_live_queued() {
 }
 
 @test "quorum: a majority gathered late still leaves the grant valid: slower members are not waited for into the second half of the TTL" {
-  q_freeze 4
-  q_freeze 5
-  q_freeze 3
-  (sleep 1.6 && kill -CONT "$(q_pid 3)") 3>&- &
+  majority_after 1.6
   rl 0 acquire late-majority -t "$Q_TTL" -n --json
   assert_greater "$(json 'd["ttl_ms"]')" 0
   rl 0 status late-majority -t "$Q_TTL"

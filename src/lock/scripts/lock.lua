@@ -851,9 +851,10 @@ local function force()
 end
 
 -- status [UPTIME] -> {now, limit, last_fence, holders, waiters, audit}, and
--- with UPTIME ('1') this server's uptime_ms() and run_id (INFO) after them (a quorum member's
--- word that nobody holds the lock counts only once it has been up for the
--- TTL); read-only, so it also works on a replica. holders: {id, ttl_ms,
+-- with UPTIME ('1') this server's uptime_ms() and run_id (INFO) after them
+-- (a quorum member's word that nobody holds the lock counts only once it
+-- has been up for the TTL; two members that are one server would vote
+-- twice); read-only, so it also works on a replica. holders: {id, ttl_ms,
 -- record, ...}; waiters in queue order: {id, lease_ms, record, ...}; audit:
 -- the audit key as stored. A limit or counter that is not a number (a
 -- foreign write) reads as 1 or 0, so that the reply keeps its shape.
