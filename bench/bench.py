@@ -436,7 +436,7 @@ def polling_handoff(srv, waiters, handoffs):
     return lat, cpu / handoffs * 1e6
 
 
-def _pingpong_worker(port, name, rounds, out, sha):
+def _pingpong_worker(port, name, rounds, sha, out):
     cl = RawRlockClient(port, name, sha) if sha else RlockClient(port, name)
     held, released = [], []
     for _ in range(rounds):
@@ -464,6 +464,23 @@ def latencies(starts, ends):
     return lat
 
 
+def take_turns(target, argsets):
+    """One forked process per argument tuple, each called as
+    target(*args, out); returns what each put on `out` (its (ends, starts)
+    lists, e.g. when it held and when it released), and the latencies (us)
+    from every start to the first end after it in any process."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    ps = [ctx.Process(target=target, args=(*args, out)) for args in argsets]
+    for p in ps:
+        p.start()
+    results = [out.get(timeout=120) for _ in ps]
+    for p in ps:
+        p.join(30)
+    return results, latencies(sorted(t for _, starts in results for t in starts),
+                              sorted(t for ends, _ in results for t in ends))
+
+
 def _floor_worker(port, mine, theirs, rounds, holds_first, out):
     c = RawClient(port)
     woke, sent = [], []
@@ -485,18 +502,9 @@ def notification_floor(srv, rounds):
     two bare-socket processes take turns as in protocol_handoff, but pass a
     plain LPUSH to a BLPOP (no script, no lock state). Returns the latencies
     (us) from one sending its LPUSH to the other's BLPOP returning."""
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    ps = [ctx.Process(target=_floor_worker, args=(srv.port, f"floor:{k}", f"floor:{1 - k}",
-                                                   rounds, k == 0, out))
-          for k in range(2)]
-    for p in ps:
-        p.start()
-    results = [out.get(timeout=120) for _ in ps]
-    for p in ps:
-        p.join(30)
-    return latencies(sorted(t for _, sent in results for t in sent),
-                     sorted(t for woke, _ in results for t in woke))
+    _, lat = take_turns(_floor_worker, [(srv.port, f"floor:{k}", f"floor:{1 - k}", rounds, k == 0)
+                                        for k in range(2)])
+    return lat
 
 
 def protocol_handoff(srv, rounds, raw=False):
@@ -512,16 +520,8 @@ def protocol_handoff(srv, rounds, raw=False):
     if raw:
         sha = RawClient(srv.port).call("SCRIPT", "LOAD", SCRIPT).decode()
         srv.client().config_resetstat()
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    ps = [ctx.Process(target=_pingpong_worker, args=(srv.port, "pingpong", rounds, out, sha))
-          for _ in range(2)]
     c0 = srv.cpu()
-    for p in ps:
-        p.start()
-    results = [out.get(timeout=120) for _ in ps]
-    for p in ps:
-        p.join(30)
+    _, lat = take_turns(_pingpong_worker, [(srv.port, "pingpong", rounds, sha)] * 2)
     cpu = srv.cpu() - c0 - srv.probe
     own = {}
     if raw:
@@ -533,8 +533,6 @@ def protocol_handoff(srv, rounds, raw=False):
             entry = stats.get(f"cmdstat_{name}")
             if entry:
                 own[name.upper()] = (entry["calls"], entry["usec_per_call"])
-    lat = latencies(sorted(t for _, rel in results for t in rel),
-                    sorted(t for held, _ in results for t in held))
     return lat, cpu / max(len(lat), 1) * 1e6, own
 
 
