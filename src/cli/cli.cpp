@@ -140,6 +140,11 @@ Result<void> refuse_secret_options(const std::vector<std::string>& args) {
       {"--sentinel-password", "--sentinel-password-file or RLOCK_SENTINEL_PASSWORD"}};
   for (const auto& arg : args) {
     if (arg == "--") break;
+    // redis-cli's -a PASSWORD (or -aPASSWORD): there is no -a here either.
+    if (arg.starts_with("-a"))
+      return fail(Error::Code::usage,
+                  "there is no -a option: a password on the command line is visible to every "
+                  "user in ps; use --password-file or RLOCK_PASSWORD");
     for (const auto& [option, instead] : k_secrets)
       if (arg == option || (arg.starts_with(option) && arg[option.size()] == '='))
         return fail(Error::Code::usage,
@@ -287,6 +292,36 @@ constexpr CommandEntry k_commands[] = {
     {"status", "Show holders and waiters of locks", register_status},
 };
 
+/// An option word that neither the command nor the root knows, said back
+/// without its value (--passwrd=SECRET), with the closest long option when
+/// it is a likely typo (--tll for --ttl). CLI11 would take the word as an
+/// extra and the next one as a positional: the lock's name.
+std::unexpected<Error> unknown_option(const CLI::App& root, const CLI::App* sub,
+                                      const std::string& word) {
+  const std::string shown = word.substr(0, word.find('='));
+  std::string best;
+  size_t best_distance = 3;
+  // The root has only the global options the line names (Mentioned):
+  // the suggestion is looked for among all of them.
+  CLI::App globals;
+  GlobalOptions unused;
+  const std::vector<std::string> help{"--help"};
+  add_global_options(globals, unused, Mentioned(help));
+  if (shown.starts_with("--"))
+    for (const CLI::App* app : {sub, &root, static_cast<const CLI::App*>(&globals)}) {
+      if (!app) continue;
+      for (const CLI::Option* opt : app->get_options())
+        for (const std::string& name : opt->get_lnames()) {
+          const size_t d = edit_distance(shown.substr(2), name);
+          if (d < best_distance) best = "--" + name, best_distance = d;
+        }
+    }
+  std::string hint = best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
+  return fail(Error::Code::usage,
+              fmt::format("unknown option {}{} (see 'rlock {}--help')", quote_input(shown), hint,
+                          sub ? sub->get_name() + " " : ""));
+}
+
 }  // namespace
 
 std::optional<std::string> command_word(const CLI::App& app, const std::vector<std::string>& args) {
@@ -329,6 +364,11 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
     if (!options_ended && arg == "--") {
       options_ended = true;
     } else if (!options_ended && is_option_word(app, sub, arg)) {
+      if (!known_option(app, sub, arg)) {
+        // A password option is refused as such (refuse_secret_options).
+        if (auto ok = refuse_secret_options({arg}); !ok) return std::unexpected(ok.error());
+        return unknown_option(app, sub, arg);
+      }
       line.args.push_back(arg);
       if (consumes_next(app, sub, arg)) {
         // The last word: CLI11 would take the "--" added before the

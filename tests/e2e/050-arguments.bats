@@ -186,12 +186,49 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
 @test "arguments: words a command does not take are named in the order they were given" {
   rl 64 acquire a b c
   assert_equal "$stderr" "rlock: error: unexpected arguments: 'b' 'c' (see 'rlock --help')"
-  rl 64 renew a --bogus 1
-  assert_equal "$stderr" "rlock: error: unexpected arguments: '--bogus' '1' (see 'rlock --help')"
+  rl 64 renew a --token t -- b
+  assert_equal "$stderr" "rlock: error: unexpected argument 'b' (see 'rlock --help')"
   rl 64 release x --token t 'y z'
   assert_equal "$stderr" "rlock: error: unexpected argument 'y z' (see 'rlock --help')"
   # Nothing was taken.
   rl 1 status a
+}
+
+@test "arguments: an unknown option is named, with the option it likely meant, before it can shift a name" {
+  # --tll took no value, so 5s was the lock's name and x an extra word.
+  rl 64 acquire --tll 5s unknown-x
+  assert_equal "$stderr" "rlock: error: unknown option '--tll'; did you mean '--ttl'? (see 'rlock acquire --help')"
+  rl 64 renew a --bogus 1
+  assert_equal "$stderr" "rlock: error: unknown option '--bogus' (see 'rlock renew --help')"
+  # A global option is suggested although the line did not build it.
+  rl 64 status --jsn
+  assert_equal "$stderr" "rlock: error: unknown option '--jsn'; did you mean '--json'? (see 'rlock status --help')"
+  rl 64 acquire -Z unknown-x
+  assert_equal "$stderr" "rlock: error: unknown option '-Z' (see 'rlock acquire --help')"
+  # A misspelt option's value is not said back (it may be a secret).
+  rl 64 acquire --passwrd=hunter2 unknown-x
+  assert_equal "$stderr" "rlock: error: unknown option '--passwrd' (see 'rlock acquire --help')"
+  # run: the typo is not taken for the command, and nothing ran.
+  rl 64 run unknown-x --kil-after 1 -- touch "$BATS_TEST_TMPDIR/ran"
+  assert_stderr --partial "unknown option '--kil-after'; did you mean '--kill-after'?"
+  assert [ ! -e "$BATS_TEST_TMPDIR/ran" ]
+  # After --, a word that looks like an option is a name or the command's.
+  rl 1 status -- --tll
+  rl 0 run unknown-x -- sh -c 'echo "$1"' sh --tll
+  assert_output -- --tll
+  rl 1 status unknown-x 5s
+}
+
+@test "arguments: a password option (--password, --sentinel-password, redis-cli's -a) is refused, never said back" {
+  local option
+  for option in --password --password=hunter2 --sentinel-password=hunter2 -a -ahunter2; do
+    rl 64 status "$option" hunter2
+    assert_stderr --regexp "^rlock: error: there is no (--password|--sentinel-password|-a) option: a password on the command line is visible to every user in ps; use --(sentinel-)?password-file"
+    refute_stderr --partial hunter2
+    rl 64 "$option" hunter2 acquire secret-x
+    refute_stderr --partial hunter2
+  done
+  rl 1 status secret-x
 }
 
 @test "arguments: unexpected arguments are said back without a token or a URL's password" {

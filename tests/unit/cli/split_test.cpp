@@ -65,6 +65,31 @@ TEST(SplitCommandLine, UnknownCommandSuggestsTheClosest) {
   EXPECT_EQ(far.error().message.find("did you mean"), std::string::npos);
 }
 
+TEST(SplitCommandLine, UnknownOptionIsNamedWithoutItsValueAndTheClosestSuggested) {
+  Commands c;
+  auto typo = split_command_line(c.app, {"acquire", "--tll", "5s", "x"});
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_EQ(typo.error().code, Error::Code::usage);
+  EXPECT_EQ(typo.error().message,
+            "unknown option '--tll'; did you mean '--ttl'? (see 'rlock acquire --help')");
+  // A global option the root was not given is still suggested.
+  auto global = split_command_line(c.app, {"status", "--jsno"});
+  ASSERT_FALSE(global.has_value());
+  EXPECT_NE(global.error().message.find("did you mean '--json'?"), std::string::npos);
+  auto valued = split_command_line(c.app, {"renew", "x", "--tokn=s3cret"});
+  ASSERT_FALSE(valued.has_value());
+  EXPECT_EQ(valued.error().message.find("s3cret"), std::string::npos);
+  EXPECT_NE(valued.error().message.find("'--tokn'; did you mean '--token'?"), std::string::npos);
+  auto secret = split_command_line(c.app, {"status", "-a", "s3cret"});
+  ASSERT_FALSE(secret.has_value());
+  EXPECT_TRUE(secret.error().message.starts_with("there is no -a option"))
+      << secret.error().message;
+  // Known options, clusters of them, and words after -- are not refused.
+  EXPECT_TRUE(split_command_line(c.app, {"acquire", "-nq", "--ttl=5s", "x"}).has_value());
+  EXPECT_TRUE(split_command_line(c.app, {"status", "--", "--tll"}).has_value());
+  EXPECT_TRUE(split_command_line(c.app, {"run", "x", "--", "ls", "--bogus"}).has_value());
+}
+
 TEST(RegisterCommands, OnlyTheCommandThatRunsGetsItsOptions) {
   CLI::App app{"rlock", "rlock"};
   Context context;
