@@ -206,12 +206,14 @@ class Member {
 /// caller has decided and moved on).
 struct Batch {
   explicit Batch(std::size_t members)
-      : replies(members), lists(members), uptimes(members), jobs(members, 0) {}
+      : replies(members), lists(members), uptimes(members), roles(members), jobs(members, 0) {}
   std::mutex mutex;
   std::vector<MemberReply> replies;
   std::vector<std::optional<Result<std::vector<NamedReply>>>> lists;
   /// A listing's: each member's uptime in ms (nullopt: it did not say).
   std::vector<std::optional<std::int64_t>> uptimes;
+  /// A listing's: each member's role ("master", "slave"; "": not said).
+  std::vector<std::string> roles;
   std::vector<std::uint64_t> jobs;  // the caller's: thread job id per member, 0 = none
   Fd ready = make_eventfd();
 
@@ -234,6 +236,7 @@ MemberReply failed_reply(const Error& error) {
   MemberReply m = failed_reply(error.message);
   m.misconfigured = error.code == Error::Code::config;
   m.auth_refused = error.code == Error::Code::auth;
+  m.read_only = error.server == redis::ServerError::readonly;
   return m;
 }
 
@@ -257,7 +260,8 @@ MemberReply reply_of(Result<Outcome> outcome) {
 
 class QuorumBackend final : public Backend {
  public:
-  explicit QuorumBackend(std::vector<std::unique_ptr<Backend>> members) {
+  QuorumBackend(std::vector<std::unique_ptr<Backend>> members, Notice notice)
+      : m_notice(std::move(notice)), m_read_only_told(members.size(), false) {
     for (auto& m : members) m_members.push_back(std::make_unique<Member>(std::move(m)));
   }
 
@@ -332,7 +336,8 @@ class QuorumBackend final : public Backend {
     std::vector<std::unique_ptr<Backend>> members;
     members.reserve(m_members.size());
     for (const auto& m : m_members) members.push_back(m->model().clone());
-    auto copy = std::make_unique<QuorumBackend>(std::move(members));
+    auto copy = std::make_unique<QuorumBackend>(std::move(members), m_notice);
+    copy->m_read_only_told = m_read_only_told;
     copy->m_interrupt_fd = m_interrupt_fd;
     copy->m_held = m_held;
     return copy;
@@ -414,7 +419,13 @@ class QuorumBackend final : public Backend {
   Result<Outcome> renew(const std::string& name, const lock::Call& call, Deadline deadline);
   Result<Outcome> release(const std::string& name, const lock::Call& call, Deadline deadline);
 
+  /// Tells m_notice of each member among `replies` that is a read-only
+  /// replica, once per member.
+  void tell_read_only(const std::vector<MemberReply>& replies);
+
   std::vector<std::unique_ptr<Member>> m_members;
+  Notice m_notice;
+  std::vector<bool> m_read_only_told;  // per member: m_notice was told
   int m_interrupt_fd = -1;
   /// Set when the last acquire gave back grants it got on a minority: the
   /// next wait is a short random pause instead (see wait_for_wake).
@@ -581,7 +592,10 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
   };
   for (;;) {
     auto replies = snapshot();
-    if (done(replies) || Clock::now() >= deadline) return replies;
+    if (done(replies) || Clock::now() >= deadline) {
+      tell_read_only(replies);
+      return replies;
+    }
     // Step-wise answers land in their batches through on_answer; a
     // thread's answer signals batch.ready (woken).
     auto waited = drive(
@@ -593,6 +607,24 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
       return std::unexpected(waited.error());
     }
     if (*waited == redis::Waited::woken) drain_eventfd(batch.ready);
+  }
+}
+
+void QuorumBackend::tell_read_only(const std::vector<MemberReply>& replies) {
+  if (!m_notice) return;
+  std::size_t read_only = 0;
+  for (const auto& m : replies) read_only += lock::read_only_member(m) ? 1 : 0;
+  const std::size_t n = m_members.size(), need = lock::majority(n);
+  for (std::size_t k = 0; k < replies.size() && k < n; ++k) {
+    if (!lock::read_only_member(replies[k]) || m_read_only_told[k]) continue;
+    m_read_only_told[k] = true;
+    const std::size_t spare = n - read_only >= need ? n - read_only - need : 0;
+    m_notice(
+        fmt::format("quorum member {} is a read-only replica and cannot take a lock: {} of "
+                    "{} members can, so {} may fail (a majority is {}); {}",
+                    m_members[k]->model().describe(), n - read_only, n,
+                    spare == 0 ? std::string("none") : fmt::format("only {}", spare), need,
+                    lock::k_read_only_fix));
   }
 }
 
@@ -1091,10 +1123,16 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       // How long it has been up first: one restarted within the TTL may
       // have lost locks with its data, which its listing cannot show. (The
       // name only routes the question: no key is read.)
+      // And its role: a read-only replica cannot have granted what it shows.
       std::optional<std::int64_t> uptime;
+      std::string role;
       auto up =
           backend.run("uptime", lock::uptime_call(), Clock::now() + backend.command_timeout());
-      if (up && up->reply.type == redis::Reply::Type::integer) uptime = up->reply.integer;
+      if (up && up->reply.type == redis::Reply::Type::array && up->reply.elements.size() == 2 &&
+          up->reply.elements[0].type == redis::Reply::Type::integer) {
+        uptime = up->reply.elements[0].integer;
+        role = up->reply.elements[1].str;
+      }
       // A member that refused our credentials already is not asked again:
       // the server may answer a second unauthenticated try by closing the
       // connection, which would read as out of reach.
@@ -1108,6 +1146,7 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
         m = failed_reply(listed.error());
       std::lock_guard lock(batch->mutex);
       batch->uptimes[k] = uptime;
+      batch->roles[k] = std::move(role);
       batch->lists[k] = std::move(listed);
       batch->replies[k] = std::move(m);
       signal_eventfd(batch->ready);
@@ -1162,10 +1201,15 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   std::vector<std::size_t> young;
   {
     std::lock_guard lock(batch->mutex);
-    for (std::size_t k = 0; k < m_members.size(); ++k)
+    // A read-only replica is never young: it cannot have granted anything.
+    std::vector<MemberReply> read_only(m_members.size());
+    for (std::size_t k = 0; k < m_members.size(); ++k) {
+      read_only[k].read_only = batch->roles[k] == "slave";
       if ((*replies)[k].state == MemberReply::State::replied && batch->uptimes[k] &&
-          *batch->uptimes[k] < min_uptime.count())
+          *batch->uptimes[k] < min_uptime.count() && !read_only[k].read_only)
         young.push_back(k);
+    }
+    tell_read_only(read_only);
   }
   if (answered - young.size() < lock::majority(m_members.size())) {
     const std::size_t n = m_members.size();
@@ -1186,13 +1230,18 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   for (auto& [name, members] : locks) {
     if (gaps) {
       {
-        // Each member's uptime beside its view, as status NAME has it.
+        // Each member's uptime (and role) beside its view, as status NAME
+        // has them (its run_id is not needed here).
         std::lock_guard lock(batch->mutex);
         for (std::size_t k = 0; k < members.size(); ++k)
           if (members[k].state == MemberReply::State::replied && batch->uptimes[k] &&
               members[k].reply.type == redis::Reply::Type::array &&
-              members[k].reply.elements.size() == 6)
-            members[k].reply.elements.push_back(redis::Reply::of_integer(*batch->uptimes[k]));
+              members[k].reply.elements.size() == 6) {
+            auto& e = members[k].reply.elements;
+            e.push_back(redis::Reply::of_integer(*batch->uptimes[k]));
+            e.push_back(redis::Reply::of_string(batch->roles[k]));
+            e.push_back(redis::Reply::of_string(""));
+          }
       }
       const Millis lock_min_uptime = lock::status_min_uptime(members, min_uptime);
       // A doubt that the members out of reach explain alone is told by
@@ -1242,8 +1291,9 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
 
 }  // namespace
 
-std::unique_ptr<Backend> make_quorum_backend(std::vector<std::unique_ptr<Backend>> members) {
-  return std::make_unique<QuorumBackend>(std::move(members));
+std::unique_ptr<Backend> make_quorum_backend(std::vector<std::unique_ptr<Backend>> members,
+                                             Notice notice) {
+  return std::make_unique<QuorumBackend>(std::move(members), std::move(notice));
 }
 
 }  // namespace rlock::backend

@@ -115,7 +115,8 @@ Result<lock::LockClient> Context::client() {
   std::vector<std::unique_ptr<backend::Backend>> members;
   for (const auto& server : settings->servers)
     members.push_back(backend::make_backend(target_of(*settings, server)));
-  return lock::LockClient(backend::make_quorum_backend(std::move(members)));
+  return lock::LockClient(backend::make_quorum_backend(
+      std::move(members), [this](const std::string& line) { warn("warning: " + line); }));
 }
 
 void Context::verbose(const std::string& line) const {

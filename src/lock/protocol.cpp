@@ -470,8 +470,14 @@ bool usable_status(const MemberReply& m) {
          e[4].type == redis::Reply::Type::array;
 }
 
+bool read_only_status(const MemberReply& m) {
+  // {now, limit, fence, holders, waiters, audit, uptime, role, run_id}
+  return usable_status(m) && m.reply.elements.size() >= 9 && m.reply.elements[7].str == "slave";
+}
+
 /// Holder ids of each member (sorted), and how many members name each
-/// holder, in the order first seen.
+/// holder, in the order first seen. A read-only replica names none: it
+/// shows its master's holders, but cannot have granted them.
 struct Votes {
   std::vector<std::vector<std::string>> holders;
   std::vector<std::pair<std::string, std::size_t>> counts;
@@ -486,6 +492,7 @@ Votes count_holders(const std::vector<MemberReply>& members) {
       ++v.unusable;
       continue;
     }
+    if (read_only_status(members[k])) continue;
     const auto& h = members[k].reply.elements[3].elements;
     for (std::size_t j = 0; j + 2 < h.size(); j += 3) {
       v.holders[k].push_back(h[j].str);
@@ -503,10 +510,14 @@ Votes count_holders(const std::vector<MemberReply>& members) {
 
 }  // namespace
 
+bool read_only_member(const MemberReply& m) {
+  return m.read_only || read_only_status(m);
+}
+
 Millis status_min_uptime(const std::vector<MemberReply>& members, Millis at_least) {
   Millis longest = at_least;
   for (const auto& m : members) {
-    if (!usable_status(m)) continue;
+    if (!usable_status(m) || read_only_status(m)) continue;
     const auto& h = m.reply.elements[3].elements;
     for (std::size_t j = 0; j + 2 < h.size(); j += 3)
       longest = std::max(longest, Millis(parse_record(h[j + 2].str).ttl_ms));
@@ -525,7 +536,8 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, 
   std::size_t n_young = 0;
   std::map<std::string, std::int64_t> age;
   for (std::size_t k = 0; k < members.size(); ++k) {
-    if (!usable_status(members[k])) continue;
+    // A read-only replica is old enough to say "not held" (it cannot grant).
+    if (!usable_status(members[k]) || read_only_status(members[k])) continue;
     const auto& e = members[k].reply.elements;
     if (e.size() >= 7)
       if (const auto up = integer_of(e[6])) uptime[k] = *up;
@@ -640,6 +652,19 @@ redis::Reply combine_status(const std::vector<std::string>& names,
       continue;
     }
     const auto& e = m.reply.elements;
+    if (read_only_status(m)) {
+      redis::Reply ids = redis::Reply::of_array();
+      for (std::size_t j = 0; j + 2 < e[3].elements.size(); j += 3)
+        ids.elements.push_back(e[3].elements[j]);
+      views.elements.push_back(redis::Reply::of_array(
+          {redis::Reply::of_string(name), redis::Reply::of_string("read-only"), std::move(ids),
+           redis::Reply::of_integer(integer_of(e[2]).value_or(0)),
+           redis::Reply::of_string(fmt::format(
+               "a read-only replica: it cannot take a lock, so the quorum runs on the other "
+               "members; {}",
+               k_read_only_fix))}));
+      continue;
+    }
     if (first) {
       c[0] = e[0], c[1] = e[1], c[5] = e[5];
       first = false;

@@ -117,7 +117,19 @@ struct MemberReply {
   /// failed: the member refused our credentials (AUTH, ACL, TLS
   /// verification): no retry mends it either, until someone fixes them.
   bool auth_refused = false;
+  /// failed: the member is a read-only replica (READONLY), which cannot
+  /// take a lock.
+  bool read_only = false;
 };
+
+/// What to give instead of a read-only replica as a quorum member.
+inline constexpr std::string_view k_read_only_fix =
+    "give each deployment's master (or a redis-sentinel:// URL, which follows failovers)";
+
+/// Whether a member is a read-only replica: it refused a write with
+/// READONLY, or its status (asked with UPTIME) says role "slave". Such a
+/// member never grants, so it counts as answering "not held" in status.
+bool read_only_member(const MemberReply& m);
 
 /// Whether the members' answers decide the outcome yet.
 enum class Verdict { pending, yes, no };

@@ -22,6 +22,7 @@ teardown() {
   for ((k = 1; k <= Q_N; k++)); do
     q_thaw "$k" 2>/dev/null || true
     qcli "$k" -a other --no-auth-warning CONFIG SET requirepass '' >/dev/null 2>&1 || true
+    qcli "$k" REPLICAOF NO ONE >/dev/null 2>&1 || true
   done
 }
 
@@ -618,6 +619,37 @@ q_live_queued() {
   assert_stderr --partial "quorum member master 'mymaster' of Sentinels redis://127.0.0.1:$(q_port 1)/0"
   assert_stderr --partial "is not a Sentinel"
   assert_equal "$(q_holding misconfigured)" 0
+}
+
+@test "quorum: a member that is a read-only replica is named once per process, shown read-only in status, and never counted as a vote" {
+  # Member 3 turned replica of member 1 (old enough to count, so its answer
+  # is READONLY, not "too young"). The lock runs on the other four, which
+  # one more failure would break: the operator is told, once per process.
+  qcli 3 REPLICAOF 127.0.0.1 "$(q_port 1)" >/dev/null
+  local warning="rlock: warning: quorum member redis://127.0.0.1:$(q_port 3)/0 is a read-only replica and cannot take a lock: 4 of 5 members can, so only 1 may fail (a majority is 3); give each deployment's master (or a redis-sentinel:// URL, which follows failovers)"
+  rl 0 acquire replica-x -t "$Q_TTL"
+  local token="$output"
+  assert_equal "$stderr" "$warning"
+  assert_equal "$(q_holding replica-x)" 4
+  rl 0 status replica-x -t "$Q_TTL"
+  assert_equal "$stderr" "$warning"
+  assert_output --regexp "  read-only    redis://127\.0\.0\.1:$(q_port 3)/0  holders ([0-9a-f]{8}|-)  last fence [0-9]+: a read-only replica: it cannot take a lock"
+  assert_output --regexp "  ok           redis://127\.0\.0\.1:$(q_port 1)/0  holders"
+  rl 0 status replica-x -t "$Q_TTL" --json
+  assert_equal "$(jq -r '.members[2].state' <<<"$output")" read-only
+  rl 0 status -t "$Q_TTL"
+  assert_equal "$stderr" "$warning"
+  assert_output --partial replica-x
+  rl 0 -q release replica-x --token "$token"
+  assert_equal "$stderr" ""
+  # Held on member 1 alone: the replica's copy is no second vote.
+  RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0" rl 0 acquire replica-alone -t "$Q_TTL"
+  RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0,redis://127.0.0.1:$(q_port 2)/0,redis://127.0.0.1:$(q_port 3)/0" \
+    rl 1 status replica-alone -t "$Q_TTL"
+  assert_output --partial "lock 'replica-alone': free"
+  # A run warns once, not again at each renewal (every second).
+  rl 0 run replica-run -t "$Q_TTL" -- sleep 2.5
+  assert_equal "$stderr" "$warning"
 }
 
 @test "quorum: a counting semaphore is refused before anything is sent (members cannot bound the total)" {

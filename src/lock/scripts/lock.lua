@@ -72,9 +72,16 @@ local function uptime_ms()
   return math.max(0, seconds - 1) * 1000
 end
 
--- uptime -> this server's uptime_ms(): a quorum listing asks each member
--- whether it may have lost locks to a restart (keys and time unused).
-if op == 'uptime' then return uptime_ms() end
+-- This server's role (INFO replication): 'master', or 'slave' for a
+-- read-only replica, which no quorum member may be (it cannot grant).
+local function role()
+  return string.match(redis.call('INFO', 'replication'), 'role:(%a+)') or ''
+end
+
+-- uptime -> {uptime_ms(), role()}: a quorum listing asks each member
+-- whether it may have lost locks to a restart, and whether it can take a
+-- lock at all (keys and time unused).
+if op == 'uptime' then return { uptime_ms(), role() } end
 
 -- An ACL refusal stops a script at the refused call, and Redis keeps what
 -- the script wrote before it: a lock released although the release
@@ -851,7 +858,8 @@ local function force()
 end
 
 -- status [UPTIME] -> {now, limit, last_fence, holders, waiters, audit}, and
--- with UPTIME ('1') this server's uptime_ms() and run_id (INFO) after them
+-- with UPTIME ('1') this server's uptime_ms(), role() and run_id (INFO,
+-- last, as in an acquire's reply) after them
 -- (a quorum member's word that nobody holds the lock counts only once it
 -- has been up for the TTL; two members that are one server would vote
 -- twice); read-only, so it also works on a replica. holders: {id, ttl_ms,
@@ -881,6 +889,7 @@ local function status()
     waiters, redis.call('GET', A) or '' }
   if ARGV[2] == '1' then
     table.insert(reply, uptime_ms())
+    table.insert(reply, role())
     table.insert(reply, string.match(info_server(), 'run_id:(%x+)') or '')
   end
   return reply

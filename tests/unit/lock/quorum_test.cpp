@@ -356,6 +356,48 @@ TEST(Quorum, AMemberUpForLessThanTheTtlCannotSayTheLockIsFree) {
   EXPECT_FALSE(holder_in_doubt(long_ttl, k_ttl).has_value());
 }
 
+/// A member's status reply with uptime, role and run_id (status_call(true)).
+MemberReply with_role(const char* role, const char* id = nullptr, std::int64_t uptime = 60000) {
+  MemberReply m = aged(uptime, id);
+  m.reply.elements.push_back(string(role));
+  m.reply.elements.push_back(string(""));
+  return m;
+}
+
+TEST(Quorum, AReadOnlyReplicaNeverVotesForAHolder) {
+  // Its master's copy shows the holder, but it cannot have granted it: a
+  // minority holder does not become a majority through it.
+  const auto replica = with_role("slave", "aaaa");
+  EXPECT_TRUE(read_only_member(replica));
+  EXPECT_FALSE(read_only_member(with_role("master", "aaaa")));
+  MemberReply refused = failed();
+  refused.read_only = true;
+  EXPECT_TRUE(read_only_member(refused));
+  auto view = decode_status("x", combine_status({"a", "b", "c"}, {with_role("master", "aaaa"),
+                                                                  with_role("master"), replica}));
+  ASSERT_TRUE(view.has_value()) << view.error().message;
+  EXPECT_TRUE(view->holders.empty());
+  EXPECT_EQ(view->members[0].state, "disagrees");
+  EXPECT_EQ(view->members[1].state, "ok");
+  EXPECT_EQ(view->members[2].state, "read-only");
+  EXPECT_EQ(view->members[2].holders, (std::vector<std::string>{"aaaa"}));
+  EXPECT_NE(view->members[2].problem.find("read-only replica"), std::string::npos);
+  // Held on one master, the other out of reach: the replica's copy does
+  // not make the holder a majority, so whether it holds the lock is in
+  // doubt. Young or not, the replica says "not held".
+  EXPECT_TRUE(holder_in_doubt({with_role("master", "aaaa"), failed(), replica}, k_ttl).has_value());
+  EXPECT_FALSE(holder_in_doubt({with_role("master", "aaaa"), with_role("master"),
+                                with_role("slave", "aaaa", 1000)},
+                               k_ttl)
+                   .has_value());
+  // A master in its place that named the holder would have made a majority.
+  view = decode_status(
+      "x", combine_status({"a", "b", "c"}, {with_role("master", "aaaa"), with_role("master"),
+                                            with_role("master", "aaaa")}));
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->holders.size(), 1u);
+}
+
 TEST(Quorum, AMemberUpForLessThanAHolderHasHeldTheLockMayHaveLostIt) {
   // A lease renewed beyond the TTL (renew --ttl 60s): the members that do
   // not name the holder restarted after it took the lock, though longer
