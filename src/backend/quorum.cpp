@@ -394,6 +394,12 @@ class QuorumBackend final : public Backend {
   /// more than a millisecond (a failure being explained).
   Result<std::vector<MemberReply>> hear_slower(Batch& batch, Clock::time_point started,
                                                Deadline deadline, Millis at_least = Millis(2));
+  /// Every member's answer, for a call whose answer is each member's view
+  /// (status, a forced release): once a majority has answered, the others
+  /// get as long again as that took, `at_least` k_stragglers, so that a
+  /// frozen member costs a moment, not the command timeout.
+  Result<std::vector<MemberReply>> hear_all(Batch& batch, Clock::time_point started,
+                                            Deadline deadline);
   /// Releases `token` on the given members without waiting for them; with
   /// `keep_place`, a grant only (a place in a queue stays).
   void give_back(const std::string& name, const std::string& token,
@@ -633,6 +639,22 @@ Result<std::vector<MemberReply>> QuorumBackend::hear_slower(Batch& batch, Clock:
   const auto so_far = std::max(at_least, std::chrono::ceil<Millis>(Clock::now() - started));
   return gather(batch, std::min(deadline, Clock::now() + so_far),
                 [](const std::vector<MemberReply>&) { return false; });
+}
+
+Result<std::vector<MemberReply>> QuorumBackend::hear_all(Batch& batch, Clock::time_point started,
+                                                         Deadline deadline) {
+  // A live member on a loaded machine answers within milliseconds of the
+  // others, seldom a second later: the same second the operator waits
+  // for a frozen one.
+  constexpr Millis k_stragglers{1000};
+  const std::size_t need = lock::majority(m_members.size());
+  auto majority = gather(batch, deadline, [need](const std::vector<MemberReply>& r) {
+    return static_cast<std::size_t>(std::count_if(r.begin(), r.end(), [](const MemberReply& m) {
+             return m.state != MemberReply::State::pending;
+           })) >= need;
+  });
+  if (!majority) return majority;
+  return hear_slower(batch, started, deadline, k_stragglers);
 }
 
 void QuorumBackend::give_back(const std::string& name, const std::string& token,
@@ -993,15 +1015,19 @@ Result<Outcome> QuorumBackend::renew(const std::string& name, const lock::Call& 
 Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call& call,
                                        Deadline deadline) {
   const bool force = lock::operation_of(call) == lock::Operation::force;
+  const auto started = Clock::now();
   auto batch = send(name, call, deadline);
   const auto decided = [](const std::vector<MemberReply>& r) {
     return lock::count_release(r).decided;
   };
-  auto replies = gather(*batch, deadline, [force](const std::vector<MemberReply>& r) {
-    if (force) return false;
-    const auto count = lock::count_release(r);
-    return count.decided || count.released > 0;
-  });
+  // A forced release hears every member it can (each says whom it
+  // evicted); one frozen still gets the request when it thaws, as its
+  // copy of the request is already on its way.
+  auto replies = force ? hear_all(*batch, started, deadline)
+                       : gather(*batch, deadline, [](const std::vector<MemberReply>& r) {
+                           const auto count = lock::count_release(r);
+                           return count.decided || count.released > 0;
+                         });
   if (!replies) return std::unexpected(replies.error());
   // Released on a member: the release stands. A majority's answer is
   // still waited for (a script that releases and takes the lock again at
@@ -1046,9 +1072,9 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
       // TTL may have lost the holder with its data, so its "free" is no
       // evidence (the delayed restart, as for a grant).
       const Millis ttl = lock::status_ttl(call);
+      const auto started = Clock::now();
       auto batch = send(name, lock::status_call(ttl, true), deadline);
-      auto replies =
-          gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
+      auto replies = hear_all(*batch, started, deadline);
       if (!replies) return std::unexpected(replies.error());
       // One server reached two ways would count twice (as for a grant).
       if (auto twice = misconfiguration(*replies)) return std::unexpected(*twice);
@@ -1153,9 +1179,10 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
     });
   }
   // Each member bounds its own SCAN; this only guards against one that
-  // never answers at all.
-  const Deadline deadline = Clock::now() + 3 * command_timeout();
-  auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
+  // never answers at all, and hear_all against one frozen.
+  const auto started = Clock::now();
+  const Deadline deadline = started + 3 * command_timeout();
+  auto replies = hear_all(*batch, started, deadline);
   if (!replies) return std::unexpected(replies.error());
   std::map<std::string, std::vector<MemberReply>> locks;
   std::size_t answered = 0;

@@ -69,6 +69,49 @@ teardown() {
   ((end - start < 4000)) || fail "release took $((end - start)) ms"
 }
 
+@test "quorum: a frozen member does not slow status NAME, the listing or release --force down to its timeout" {
+  # Held for longer than the test takes (members are older than Q_TTL only).
+  rl 0 acquire q3s -t "$Q_TTL"
+  rl 0 renew q3s --token "$output" --ttl 30s
+  q_freeze 2
+  local start end what
+  for what in "status q3s -t $Q_TTL" "status -t $Q_TTL" "release q3s --force"; do
+    start="$(now_ms)"
+    # shellcheck disable=SC2086 # the words of the command
+    run --separate-stderr "$RLOCK_BIN" $what
+    end="$(now_ms)"
+    echo "# $what with one of five members frozen: $((end - start)) ms, exit $status" >&3
+    # The command timeout is 5 s; once a majority has answered, the others
+    # get as long again (a second at least).
+    ((end - start < 4000)) || fail "$what took $((end - start)) ms"
+    case "$what" in
+      "status q3s"*)
+        assert_equal "$status" 0
+        assert_output --regexp "unreachable +redis://127\.0\.0\.1:$(q_port 2)/0  holders -  last fence 0: no answer in time"
+        ;;
+      status*)
+        assert_equal "$status" 69
+        assert_output --partial q3s
+        assert_stderr --partial "quorum member redis://127.0.0.1:$(q_port 2)/0 left out (no answer in time)"
+        ;;
+      *)
+        assert_equal "$status" 0
+        assert_output --partial "evicted"
+        ;;
+    esac
+  done
+  # The frozen member had the request on its socket: it evicts when it
+  # resumes.
+  q_thaw 2
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ "$(qcli 2 EXISTS 'rlock:{q3s}:h')" == 0 ]] && break
+    nap 0.1
+  done
+  assert_equal "$(qcli 2 EXISTS 'rlock:{q3s}:h')" 0
+  assert_equal "$(q_holding q3s)" 0
+}
+
 @test "quorum: a release with three of five members frozen exits 0 without waiting them out" {
   rl 0 acquire q3f -t "$Q_TTL"
   local token="$output" start end
