@@ -268,6 +268,8 @@ class ClusterBackend final : public Backend {
   std::map<int, std::string> m_slot_master;
   /// The refusal the Cluster has kept answering, across operations (Backoff).
   std::optional<Refusing> m_refusing;
+  /// Since when no usable master has been found, across operations (Backoff).
+  std::optional<Clock::time_point> m_missing_since;
   int m_interrupt_fd = -1;
 };
 
@@ -416,7 +418,7 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
   // slot migrates, says more as TRYAGAIN).
   std::optional<Error> refusal;
   std::optional<NodeAddress> asking;
-  Backoff backoff(deadline, m_interrupt_fd, m_refusing);
+  Backoff backoff(deadline, m_interrupt_fd, m_refusing, &m_missing_since);
   for (;;) {
     Result<NodeAddress> node = asking ? Result<NodeAddress>(*asking) : route(slot, deadline);
     const bool ask = asking.has_value();

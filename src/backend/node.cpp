@@ -61,6 +61,7 @@ bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {
 
 Backoff::~Backoff() {
   if (!m_gave_up_refused) m_refusing.reset();
+  if (m_missing_since && !m_gave_up_missing) m_missing_since->reset();
 }
 
 Result<void> Backoff::pause(const Error& error, const std::string& where,
@@ -69,6 +70,7 @@ Result<void> Backoff::pause(const Error& error, const std::string& where,
   const bool refused = error.code == Error::Code::server;
   if (!refused) {
     m_refusing.reset();
+    if (m_missing_since && !*m_missing_since) *m_missing_since = m_started;
   } else {
     if (!m_refusing || m_refusing->kind != error.server) m_refusing = Refusing{error.server, now};
     m_refusing->message = error.message;
@@ -82,13 +84,16 @@ Result<void> Backoff::pause(const Error& error, const std::string& where,
   const auto left = std::chrono::floor<Millis>(m_deadline - now);
   if (left <= reserve) {
     Error last = error;
-    const auto since = refused ? m_refusing->since : m_started;
+    const auto since = refused                               ? m_refusing->since
+                       : m_missing_since && *m_missing_since ? **m_missing_since
+                                                             : m_started;
     const auto spent = format_duration(std::chrono::ceil<Millis>(now - since));
     last.message = refused
                        ? fmt::format("{} still answers {} after {}: {}", where,
                                      redis::server_error_word(error.server), spent, error.message)
                        : fmt::format("{}: {} after {}: {}", where, missing, spent, error.message);
     m_gave_up_refused = refused;
+    m_gave_up_missing = !refused;
     return std::unexpected(last);
   }
   if (!pause_before_retry(std::min(m_pause, left - reserve), m_deadline, m_interrupt_fd))

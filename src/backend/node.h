@@ -48,16 +48,23 @@ class Backoff {
   /// `refusing`: the backend's record of the refusal going on (see
   /// Refusing), kept while refusals of one kind follow each other and
   /// cleared by an operation that ends otherwise.
-  Backoff(Deadline deadline, int interrupt_fd, std::optional<Refusing>& refusing)
+  /// `missing_since`, when given: the backend's record of when it last
+  /// began to find no usable server (a master out of reach under
+  /// Sentinel, a shard without one), kept like `refusing` across the
+  /// operations that give up on it, so that a waiter's last error tells
+  /// how long the outage lasted, not how long its last try did.
+  Backoff(Deadline deadline, int interrupt_fd, std::optional<Refusing>& refusing,
+          std::optional<Clock::time_point>* missing_since = nullptr)
       : m_started(Clock::now()),
         m_tried(m_started),
         m_deadline(deadline),
         m_interrupt_fd(interrupt_fd),
-        m_refusing(refusing) {}
+        m_refusing(refusing),
+        m_missing_since(missing_since) {}
   Backoff(const Backoff&) = delete;
   Backoff& operator=(const Backoff&) = delete;
   /// An operation that did not end by giving up on a refusal (it succeeded,
-  /// or failed otherwise) ends the refusal.
+  /// or failed otherwise) ends the refusal; the same for missing_since.
   ~Backoff();
 
   /// Pauses before the next try. If the deadline leaves no time for one,
@@ -73,10 +80,12 @@ class Backoff {
   Deadline m_deadline;
   int m_interrupt_fd;
   std::optional<Refusing>& m_refusing;
+  std::optional<Clock::time_point>* m_missing_since;
   Millis m_pause{100};
   /// The longest try so far: the last one is given at least a few of these.
   Millis m_slowest_try{0};
   bool m_gave_up_refused = false;
+  bool m_gave_up_missing = false;
 };
 
 /// The deadline of one try on a node that may be failing over (a Cluster

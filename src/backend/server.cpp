@@ -146,6 +146,8 @@ class ServerBackend final : public Backend {
   int m_known_replicas = -1;
   /// The refusal the server has kept answering, across operations (Backoff).
   std::optional<Refusing> m_refusing;
+  /// Since when no usable master has been found, across operations (Backoff).
+  std::optional<Clock::time_point> m_missing_since;
   Deadline m_last_used{};
   /// Set once the server turned out to be a Cluster node.
   std::unique_ptr<Backend> m_cluster;
@@ -308,7 +310,7 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
   // A transient refusal (LOADING after a restart, BUSY script, ...) means
   // the request was not run, and a failover means the master moved: back
   // off and try again until the caller's deadline.
-  Backoff backoff(deadline, m_interrupt_fd, m_refusing);
+  Backoff backoff(deadline, m_interrupt_fd, m_refusing, &m_missing_since);
   for (;;) {
     // Only a connection that was already open can have gone stale; a fresh
     // one that fails means the server is out of reach, and trying again at

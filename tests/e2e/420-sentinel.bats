@@ -27,6 +27,19 @@ setup() {
 teardown() {
   touch "$M/stop-watching"
   kill_bg_pids
+  if [[ -e "$M/removed" ]]; then monitor_again "$(<"$M/removed")"; fi
+}
+
+# monitor_again PORT: every Sentinel monitors the master on PORT again
+# (after SENTINEL REMOVE), with the topology's timings.
+monitor_again() {
+  local n
+  for n in 1 2 3; do
+    sentinel_cli "$n" SENTINEL MONITOR "$TOPO_NAME" 127.0.0.1 "$1" 2 >/dev/null
+    sentinel_cli "$n" SENTINEL SET "$TOPO_NAME" down-after-milliseconds "$TOPO_DOWN_AFTER_MS" \
+      failover-timeout "$TOPO_FAILOVER_TIMEOUT_MS" >/dev/null
+  done
+  rm -f "$M/removed"
 }
 
 # holder_expiry PORT NAME: the expiry (ms) the node PORT has for NAME's
@@ -273,12 +286,27 @@ releases_across_failover() {
   node_cli "$master" CLIENT KILL TYPE normal >/dev/null
   rl 78 acquire forgotten-fresh -n
   nap 1.5
-  for n in 1 2 3; do
-    sentinel_cli "$n" SENTINEL MONITOR "$TOPO_NAME" 127.0.0.1 "$master" 2 >/dev/null
-    sentinel_cli "$n" SENTINEL SET "$TOPO_NAME" down-after-milliseconds "$TOPO_DOWN_AFTER_MS" \
-      failover-timeout "$TOPO_FAILOVER_TIMEOUT_MS" >/dev/null
-  done
+  monitor_again "$master"
   rl_wait waiter 0
   assert_output waiter-ran
   rl_wait holder 0,79
+}
+
+@test "sentinel: a queued waiter that gives up on an outage at the end of -w says how long the outage lasted, not its last try" {
+  local master n
+  master="$(master_port)"
+  rl 0 acquire outage-held -t 30s
+  RL_TIMEOUT=20 rl_bg waiter acquire outage-held -w 4s -t 10s
+  nap 0.5
+  echo "$master" >"$M/removed"
+  for n in 1 2 3; do sentinel_cli "$n" SENTINEL REMOVE "$TOPO_NAME" >/dev/null; done
+  node_cli "$master" CLIENT KILL TYPE normal >/dev/null
+  rl_wait waiter 69
+  # "...: no usable master after 3.4s: ...": the 3.5 s of the wait left, not
+  # the last try's second ("after 951ms" before).
+  assert_stderr --regexp "no usable master after [0-9.]+s: "
+  [[ "$stderr" =~ after\ ([0-9.]+)s: ]]
+  echo "# the waiter said: $stderr" >&3
+  (($(printf '%.0f' "${BASH_REMATCH[1]}") >= 2)) || fail "outage of ${BASH_REMATCH[1]} s"
+  monitor_again "$master"
 }

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <thread>
+
 #include "backend/node.h"
 
 namespace rlock::backend {
@@ -26,6 +29,49 @@ TEST(FailoverTryDeadline, HalfOfWhatIsLeftASecondAtLeastNeverPastTheDeadline) {
   EXPECT_EQ(failover_try_deadline(soon), soon);
   const Deadline past = now - Millis(10);
   EXPECT_EQ(failover_try_deadline(past), past);
+}
+
+/// The message an operation gives up with, after pausing until `deadline`.
+std::string given_up(Backoff& backoff, const Error& error) {
+  for (;;) {
+    auto paused = backoff.pause(error, "X", "no usable master");
+    if (!paused) return paused.error().message;
+  }
+}
+
+/// The duration in "...after DURATION: ..." in ms ("1.2s" or "350ms").
+long after_ms(const std::string& message) {
+  const auto at = message.find(" after ");
+  if (at == std::string::npos) return -1;
+  const std::string d = message.substr(at + 7, message.find(':', at) - at - 7);
+  if (d.ends_with("ms")) return std::stol(d);
+  return std::lround(std::stod(d) * 1000);
+}
+
+TEST(Backoff, AnOutageIsTimedFromTheFirstOperationThatGaveUpOnIt) {
+  std::optional<Refusing> refusing;
+  std::optional<Clock::time_point> missing;
+  const Error down{Error::Code::unreachable, "cannot connect", redis::ServerError::none};
+  {
+    Backoff first(Clock::now() + Millis(150), -1, refusing, &missing);
+    const std::string message = given_up(first, down);
+    EXPECT_TRUE(message.starts_with("X: no usable master after ")) << message;
+    EXPECT_LT(after_ms(message), 400) << message;
+  }
+  ASSERT_TRUE(missing.has_value());
+  // A waiter's pause, then its next try gives up too: the whole outage.
+  std::this_thread::sleep_for(Millis(300));
+  {
+    Backoff second(Clock::now() + Millis(50), -1, refusing, &missing);
+    const std::string message = given_up(second, down);
+    EXPECT_GE(after_ms(message), 300) << message;  // the sleep alone
+  }
+  // An operation that ends otherwise (it succeeded) ends the outage.
+  { Backoff third(Clock::now() + Millis(50), -1, refusing, &missing); }
+  EXPECT_FALSE(missing.has_value());
+  // Without a record, each operation counts its own time, as before.
+  Backoff alone(Clock::now() + Millis(50), -1, refusing);
+  EXPECT_LT(after_ms(given_up(alone, down)), 400);
 }
 
 }  // namespace
