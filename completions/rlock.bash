@@ -119,8 +119,9 @@ _rlock() {
     return 0
   fi
 
-  # `run NAME [--] COMMAND...`: after the name, complete the command to run.
-  if [[ "$command" == run ]] && ((dashdash || positionals >= 2)); then
+  # `run NAME [--] COMMAND...`: after the name, complete the command to run
+  # (`run -- NAME`: the name first).
+  if [[ "$command" == run ]] && ((positionals >= 2 || (dashdash && positionals >= 1))); then
     compopt -o filenames 2>/dev/null
     if ((positionals == 1)); then
       mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)

@@ -93,6 +93,8 @@ expect bash "rlock acquire --ttl ''" ""
 expect bash "rlock --password-file $work/files/sec" "$work/files/secret.pw"
 expect bash "rlock status --cacert $work/files/ser" "$work/files/server.pem"
 expect bash "rlock run job -- true" "true"
+# After `run --` comes the name (one that starts with '-'), not a file.
+expect bash "rlock run -- n" "nightly-report"
 echo "bash: $checked completions checked (commands, options per command, files, lock names from a live server)"
 
 # --- zsh and fish -------------------------------------------------------------------
