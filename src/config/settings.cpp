@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "lock/keys.h"
@@ -210,6 +211,10 @@ Result<Layer> read_config_file(const std::string& path) {
     layer.readable_by_others = path;
   std::istringstream in(*content);
   std::string line;
+  // The line each key was first set on: a key set twice (two `user`
+  // lines) is a mistake that "the last one wins" would hide. Only `url`
+  // may repeat: each line adds a quorum member.
+  std::map<std::string, int> set_at;
   for (int number = 1; std::getline(in, line); ++number) {
     auto text = trim(line);
     if (text.empty() || text[0] == '#') continue;
@@ -223,6 +228,8 @@ Result<Layer> read_config_file(const std::string& path) {
       return fail(Error::Code::config, fmt::format("{}: {}: {}", where, key, why));
     };
     if (value.empty()) return bad("missing value");
+    if (auto [first, added] = set_at.emplace(key, number); !added && key != "url")
+      return bad(fmt::format("set again (first on line {}); give each key once", first->second));
     auto flag = [&](std::optional<bool>& slot) -> Result<void> {
       auto b = parse_bool(value);
       if (!b) return bad(b.error().message);

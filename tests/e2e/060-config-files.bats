@@ -134,6 +134,16 @@ connect-timeout = 3s # generous")"
   RLOCK_URL='' rl 0 --config <(echo "url = $RLOCK_URL") status fifo-held
 }
 
+@test "config: a key set twice is an error naming both lines" {
+  local file
+  file="$(conf "url = $RLOCK_URL
+user = default
+# a comment
+user = other")"
+  RLOCK_URL='' rl 78 --config "$file" status twice-x
+  assert_equal "$stderr" "rlock: error: $file:4: user: set again (first on line 2); give each key once"
+}
+
 @test "config: --config /dev/null reads no config file (it is everyone's to write, and says nothing)" {
   rl 0 acquire devnull-held
   rl 0 --config /dev/null status devnull-held

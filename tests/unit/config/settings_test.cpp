@@ -192,6 +192,21 @@ TEST(ConfigFile, BadValuesAreConfigErrorsNamingFileAndLine) {
   }
 }
 
+TEST(ConfigFile, AKeySetTwiceIsAConfigErrorExceptUrlWhoseLinesAddMembers) {
+  auto path = write_temp("user = a\nprefix = p:\n# user = c\nuser = b\n");
+  auto layer = read_config_file(path);
+  ASSERT_FALSE(layer.has_value());
+  EXPECT_EQ(layer.error().code, Error::Code::config);
+  EXPECT_EQ(layer.error().message,
+            path + ":4: user: set again (first on line 1); give each key once");
+  std::remove(path.c_str());
+  path = write_temp("url = redis://a:1\nurl = redis://b:1\nurl = redis://c:1\n");
+  layer = read_config_file(path);
+  ASSERT_TRUE(layer.has_value()) << layer.error().message;
+  EXPECT_EQ(layer->urls.size(), 3u);
+  std::remove(path.c_str());
+}
+
 TEST(ConfigFile, DirectoryIsAConfigError) {
   auto layer = read_config_file("/tmp");
   ASSERT_FALSE(layer.has_value());
