@@ -135,6 +135,12 @@ const char* parse_tcp(std::string_view rest, int default_port, Url& url) {
   url.host = url.hosts.front().host;
   url.port = url.hosts.front().port;
   if (rest.empty() || rest == "/") return nullptr;
+  // redis://h1:1/0,h2:2: a comma after the database is a second
+  // deployment without its scheme, or a seed list written the wrong way.
+  if (rest.find(',') != std::string_view::npos)
+    return "a comma after the database: a Cluster's seed nodes come before it "
+           "(redis://h1:6379,h2:6379/0), and each deployment of a quorum starts with its "
+           "own scheme (redis://h1:6379/0,redis://h2:6379/0)";
   const auto db = parse_number(rest.substr(1), 0, INT_MAX);
   if (!db) return "database must be a non-negative number";
   url.db = *db;

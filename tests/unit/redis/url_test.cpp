@@ -196,6 +196,17 @@ TEST(UrlParser, CommaListsOfUrlsInOneUrlSayWhereAListGoes) {
   EXPECT_EQ(parsed("unix:///tmp/a,b.sock").path, "/tmp/a,b.sock");
 }
 
+TEST(UrlParser, ACommaAfterTheDatabaseSaysWhereSeedsAndMembersGo) {
+  for (auto text : {"redis://a:1/0,b:2", "redis://a:1,b:2/0,c:3", "rediss://:pw@a/3,b"}) {
+    auto error = rejected(text);
+    EXPECT_EQ(error.code, Error::Code::usage);
+    EXPECT_NE(error.message.find("a comma after the database"), std::string::npos)
+        << text << ": " << error.message;
+    EXPECT_EQ(error.message.find("pw"), std::string::npos) << error.message;
+  }
+  EXPECT_NE(rejected("redis://a:1/x").message.find("database must be"), std::string::npos);
+}
+
 TEST(UrlParser, OneHostFillsHosts) {
   const Url url = parsed("redis://h:7000/1");
   ASSERT_EQ(url.hosts.size(), 1u);
