@@ -36,7 +36,7 @@ void append_right(std::string& out, std::int64_t value, std::size_t width) {
 
 void append_shown(std::string& out, std::string_view text, std::size_t width) {
   if (!plain_ascii(text) || width == 0) {
-    append_left(out, clip(printable(text), width), width);
+    append_left(out, clip(text, width), width);
     return;
   }
   if (text.size() > width) {

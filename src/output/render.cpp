@@ -232,7 +232,7 @@ Json holder_json(const lock::HolderView& h) {
 std::string describe_holder(const lock::HolderView& h) {
   std::string text = printable(h.who.owner.empty() ? "someone" : h.who.owner);
   if (h.who.pid) text += fmt::format(" (pid {}", h.who.pid);
-  if (!h.who.command.empty()) text += fmt::format(", {}", clip(printable(h.who.command), 60));
+  if (!h.who.command.empty()) text += fmt::format(", {}", clip(h.who.command, 60));
   if (h.who.pid) text += ")";
   return text;
 }

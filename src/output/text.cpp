@@ -54,25 +54,32 @@ bool is_unsafe_code_point(char32_t cp) {
          (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+namespace {
+
+/// Appends what printable() makes of the code point (or invalid byte) at
+/// s[i]; returns how many bytes of `s` that took.
+size_t append_printable(std::string& out, std::string_view s, size_t i) {
+  char32_t cp = 0;
+  const size_t n = utf8_sequence(s, i, cp);
+  if (n == 0) {
+    out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+    return 1;
+  }
+  if (!is_unsafe_code_point(cp))
+    out.append(s.substr(i, n));
+  else if (cp < 0x80)
+    out += fmt::format("\\x{:02x}", static_cast<unsigned>(cp));
+  else
+    out += fmt::format("\\u{{{:04x}}}", static_cast<unsigned>(cp));
+  return n;
+}
+
+}  // namespace
+
 std::string printable(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  char32_t cp = 0;
-  for (size_t i = 0; i < s.size();) {
-    size_t n = utf8_sequence(s, i, cp);
-    if (n == 0) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
-      ++i;
-      continue;
-    }
-    if (!is_unsafe_code_point(cp))
-      out.append(s.substr(i, n));
-    else if (cp < 0x80)
-      out += fmt::format("\\x{:02x}", static_cast<unsigned>(cp));
-    else
-      out += fmt::format("\\u{{{:04x}}}", static_cast<unsigned>(cp));
-    i += n;
-  }
+  for (size_t i = 0; i < s.size();) i += append_printable(out, s, i);
   return out;
 }
 
@@ -155,25 +162,24 @@ std::size_t display_width(std::string_view s) {
   return width;
 }
 
-std::string clip(std::string s, size_t width) {
+std::string clip(std::string_view s, size_t width) {
   if (width == 0) return {};
-  // Where the text must be cut if it is too wide: after the last code
-  // point that leaves a column for the '~' (a zero-width one stays with
-  // the character it marks). Text from printable() is well-formed;
-  // anything else counts byte by byte.
-  size_t used = 0, cut = 0;
-  char32_t cp = 0;
+  std::string shown = printable(s);
+  if (display_width(shown) <= width) return shown;
+  // Whole characters and whole escapes only, leaving a column for the '~'
+  // (a zero-width one stays with the character it marks): an escape cut
+  // short (\x1 of \x1b) would read as something else.
+  std::string out;
+  size_t used = 0;
   for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_sequence(s, i, cp);
-    used += n ? columns_of(cp) : 1;
-    if (used > width) {
-      s.resize(cut);
-      return s + "~";
-    }
-    i += n ? n : 1;
-    if (used <= width - 1) cut = i;
+    std::string unit;
+    i += append_printable(unit, s, i);
+    const size_t w = display_width(unit);
+    if (used + w > width - 1) break;
+    out += unit;
+    used += w;
   }
-  return s;
+  return out + "~";
 }
 
 std::string base64(std::string_view bytes) {

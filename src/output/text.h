@@ -51,10 +51,10 @@ std::string quoted_name(std::string_view name);
 /// for printable() text.
 std::size_t display_width(std::string_view s);
 
-/// `s` shortened to at most `width` columns (display_width; the last one a
-/// '~' when it was cut), never splitting a UTF-8 sequence; meant for
-/// printable() text.
-std::string clip(std::string s, size_t width);
+/// printable(s) shortened to at most `width` columns (display_width; the
+/// last one a '~' when it was cut), never splitting a UTF-8 sequence or an
+/// escape.
+std::string clip(std::string_view s, size_t width);
 
 /// Standard base64 (RFC 4648, with padding).
 std::string base64(std::string_view bytes);

@@ -72,7 +72,7 @@ TEST(Columns, ShownTextIsPrintableClippedAndPadded) {
     for (const std::size_t width : {1, 9, 20, 24}) {
       std::string out;
       append_shown(out, text, width);
-      const std::string shown = clip(printable(text), width);
+      const std::string shown = clip(text, width);
       EXPECT_EQ(out, shown + std::string(width - display_width(shown), ' ')) << text;
     }
     std::string uncut = "x";

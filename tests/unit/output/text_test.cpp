@@ -87,6 +87,22 @@ TEST(Clip, NeverSplitsACharacter) {
   EXPECT_EQ(clip("e\u0301e\u0301e\u0301e", 3), "e\u0301e\u0301~");
 }
 
+TEST(Clip, ShowsTheTextPrintableAndNeverSplitsAnEscape) {
+  // "ab\x1b" is 6 columns: at 5, the escape goes whole, not as "\x1".
+  EXPECT_EQ(clip("ab\x1b", 6), R"(ab\x1b)");
+  EXPECT_EQ(clip("ab\x1b", 5), "ab~");
+  EXPECT_EQ(clip("ab\x1b"
+                 "cd",
+                 8),
+            R"(ab\x1bcd)");
+  EXPECT_EQ(clip("ab\x1b"
+                 "cd",
+                 7),
+            R"(ab\x1b~)");
+  EXPECT_EQ(clip("\xe2\x80\xaeowner", 9), R"(\u{202e}~)");
+  EXPECT_EQ(clip("bin\xff\xfe", 8), R"(bin\xff~)");
+}
+
 TEST(DisplayWidth, CountsTheColumnsATerminalShows) {
   EXPECT_EQ(display_width("abc"), 3U);
   EXPECT_EQ(display_width("\u65e5\u672c"), 4U);                // CJK: wide
