@@ -131,28 +131,24 @@ void add_global_options(CLI::App& app, GlobalOptions& g, const Mentioned& mentio
 }
 
 /// `--password` and `--sentinel-password` do not exist, on purpose: every
-/// user of the host sees argv in ps. Asking for one gets the way to do it
-/// instead, and never the value echoed back (CLI11's "not expected" message
-/// would quote it). Words after `--` are lock names, not options.
-Result<void> refuse_secret_options(const std::vector<std::string>& args) {
+/// user of the host sees argv in ps, and neither does redis-cli's `-a`.
+/// Asking for one (the option word `word`, or a short option's letter
+/// `letter`) gets the way to do it instead, and never the value echoed
+/// back.
+std::optional<Error> refused_secret(std::string_view word, char letter = 0) {
   static constexpr std::pair<std::string_view, std::string_view> k_secrets[] = {
       {"--password", "--password-file or RLOCK_PASSWORD"},
-      {"--sentinel-password", "--sentinel-password-file or RLOCK_SENTINEL_PASSWORD"}};
-  for (const auto& arg : args) {
-    if (arg == "--") break;
-    // redis-cli's -a PASSWORD (or -aPASSWORD): there is no -a here either.
-    if (arg.starts_with("-a"))
-      return fail(Error::Code::usage,
-                  "there is no -a option: a password on the command line is visible to every "
-                  "user in ps; use --password-file or RLOCK_PASSWORD");
-    for (const auto& [option, instead] : k_secrets)
-      if (arg == option || (arg.starts_with(option) && arg[option.size()] == '='))
-        return fail(Error::Code::usage,
-                    fmt::format("there is no {} option: a password on the command line is "
-                                "visible to every user in ps; use {}",
-                                option, instead));
-  }
-  return {};
+      {"--sentinel-password", "--sentinel-password-file or RLOCK_SENTINEL_PASSWORD"},
+      {"-a", "--password-file or RLOCK_PASSWORD"}};
+  const std::string_view name = letter == 'a' ? "-a" : word.substr(0, word.find('='));
+  for (const auto& [option, instead] : k_secrets)
+    if (name == option)
+      return Error{Error::Code::usage,
+                   fmt::format("there is no {} option: a password on the command line is "
+                               "visible to every user in ps; use {}",
+                               option, instead),
+                   redis::ServerError::none};
+  return std::nullopt;
 }
 
 /// `run --help` spells out its two forms in its footer (`Usage: ...`
@@ -292,34 +288,110 @@ constexpr CommandEntry k_commands[] = {
     {"status", "Show holders and waiters of locks", register_status},
 };
 
-/// An option word that neither the command nor the root knows, said back
-/// without its value (--passwrd=SECRET), with the closest long option when
-/// it is a likely typo (--tll for --ttl). CLI11 would take the word as an
-/// extra and the next one as a positional: the lock's name.
-std::unexpected<Error> unknown_option(const CLI::App& root, const CLI::App* sub,
-                                      const std::string& word) {
-  const std::string shown = word.substr(0, word.find('='));
-  std::string best;
-  size_t best_distance = 3;
-  // The root has only the global options the line names (Mentioned):
-  // the suggestion is looked for among all of them.
-  CLI::App globals;
-  GlobalOptions unused;
+/// The long names ("--ttl") of an App's options.
+void add_long_names(const CLI::App& app, std::vector<std::string>& names) {
+  for (const CLI::Option* opt : app.get_options())
+    for (const std::string& name : opt->get_lnames()) names.push_back("--" + name);
+}
+
+/// An option `shown` ("--tll", "-Z") that neither the command `sub` nor the
+/// root knows, said back without any value, with what it likely meant: the
+/// commands it belongs to if it is another command's, the long options it
+/// begins if any (three at most), else the closest one by a typo or two.
+/// CLI11 would take the word as an extra and the next one as a positional:
+/// the lock's name.
+Error unknown_option(const CLI::App* sub, const std::string& shown) {
+  // Every option of every command and every global one: the line built
+  // only those it names (Mentioned, register_commands).
+  CLI::App all;
+  GlobalOptions globals;
+  Context context;
   const std::vector<std::string> help{"--help"};
-  add_global_options(globals, unused, Mentioned(help));
-  if (shown.starts_with("--"))
-    for (const CLI::App* app : {sub, &root, static_cast<const CLI::App*>(&globals)}) {
-      if (!app) continue;
-      for (const CLI::Option* opt : app->get_options())
-        for (const std::string& name : opt->get_lnames()) {
-          const size_t d = edit_distance(shown.substr(2), name);
-          if (d < best_distance) best = "--" + name, best_distance = d;
-        }
+  add_global_options(all, globals, Mentioned(help));
+  const auto commands = register_commands(all, context, std::nullopt);
+  // The command's own options first: a tie goes to them (--tll: --ttl,
+  // not the global --tls).
+  std::vector<std::string> mine;
+  std::vector<std::string> elsewhere;  // the other commands that have it
+  for (const auto& [command, action] : commands) {
+    std::vector<std::string> names;
+    add_long_names(*command, names);
+    if (sub && command->get_name() == sub->get_name())
+      mine.insert(mine.end(), names.begin(), names.end());
+    else if (std::find(names.begin(), names.end(), shown) != names.end())
+      elsewhere.push_back(command->get_name());
+  }
+  add_long_names(all, mine);
+  // -json: a long option written with one dash.
+  const std::string typed = shown.starts_with("--") || shown.size() <= 2 ? shown : "-" + shown;
+  std::string hint;
+  // 'a', 'b' or 'c' (quoted), or a, b and c.
+  const auto listed = [](const std::vector<std::string>& names, bool quoted) {
+    std::string list;
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      list += k == 0 ? "" : k + 1 == names.size() ? (quoted ? " or " : " and ") : ", ";
+      list += quoted ? "'" + names[k] + "'" : names[k];
     }
-  std::string hint = best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
-  return fail(Error::Code::usage,
-              fmt::format("unknown option {}{} (see 'rlock {}--help')", quote_input(shown), hint,
-                          sub ? sub->get_name() + " " : ""));
+    return list;
+  };
+  const auto one_of = [&](const std::vector<std::string>& names) { return listed(names, true); };
+  if (std::find(mine.begin(), mine.end(), typed) != mine.end()) {
+    hint = fmt::format("; did you mean '{}'?", typed);
+  } else if (!elsewhere.empty() && sub) {
+    hint = fmt::format("; it is an option of {}, not of {}", listed(elsewhere, false),
+                       sub->get_name());
+  } else if (typed.starts_with("--") && typed.size() > 2) {
+    std::vector<std::string> begun;
+    for (const auto& name : mine)
+      if (name.starts_with(typed) && std::find(begun.begin(), begun.end(), name) == begun.end())
+        begun.push_back(name);
+    std::sort(begun.begin(), begun.end());
+    if (!begun.empty() && begun.size() <= 3) {
+      hint = fmt::format("; did you mean {}?", one_of(begun));
+    } else if (begun.empty()) {
+      // One edit for a short name (--tll), two for a longer one: beyond
+      // that, unrelated names come out closest.
+      std::string best;
+      std::size_t best_distance = typed.size() - 2 <= 4 ? 2 : 3;
+      for (const auto& name : mine) {
+        const std::size_t d = edit_distance(typed.substr(2), std::string_view(name).substr(2));
+        if (d < best_distance) best = name, best_distance = d;
+      }
+      if (!best.empty()) hint = fmt::format("; did you mean '{}'?", best);
+    }
+  }
+  return Error{Error::Code::usage,
+               fmt::format("unknown option {}{} (see 'rlock {}--help')", quote_input(shown), hint,
+                           sub ? sub->get_name() + " " : ""),
+               redis::ServerError::none};
+}
+
+/// Checks an option word (before `--`) against the options `sub` and the
+/// root know: an unknown one, or a password option, is refused, named
+/// without its value. Each letter of a cluster (-nv) is checked up to the
+/// first that takes a value (the rest of the word, -t5s). With `help`
+/// (the line asks for it) an unknown option is let through: CLI11 prints
+/// the help first, as it always did.
+std::optional<Error> check_option_word(const CLI::App& root, const CLI::App* sub,
+                                       const std::string& word, bool help) {
+  if (word.starts_with("--")) {
+    if (auto secret = refused_secret(word)) return secret;
+    if (known_option(root, sub, word) || help) return std::nullopt;
+    return unknown_option(sub, word.substr(0, word.find('=')));
+  }
+  for (std::size_t k = 1; k < word.size(); ++k) {
+    const std::string letter{'-', word[k]};
+    const CLI::Option* opt = find_option(root, sub, letter);
+    if (!opt) {
+      if (auto secret = refused_secret(letter, word[k])) return secret;
+      if (help) return std::nullopt;
+      // -json: said as typed up to here (a long option with one dash is
+      // likely), never past the unknown letter.
+      return unknown_option(sub, k == 1 ? word.substr(0, word.find('=')) : letter);
+    }
+    if (takes_value(opt)) break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -344,6 +416,18 @@ std::vector<std::pair<CLI::App*, Action>> register_commands(CLI::App& app, Conte
 
 Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::string> args) {
   CommandLine line;
+  // A line that asks for help gets it (CLI11 prints it before any error).
+  bool help = false;
+  for (const auto& arg : args) {
+    if (arg == "--") break;
+    help = help || arg == "-h" || arg == "--help";
+  }
+  // The global options before the command word, checked as the ones after.
+  for (size_t j = 0; j < args.size() && args[j] != "--" && is_option_word(app, nullptr, args[j]);
+       ++j) {
+    if (auto bad = check_option_word(app, nullptr, args[j], help)) return std::unexpected(*bad);
+    if (consumes_next(app, nullptr, args[j])) ++j;
+  }
   const size_t i = command_index(app, args);
   if (i >= args.size()) return CommandLine{std::move(args), {}};
   const std::string word = args[i];
@@ -364,11 +448,7 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
     if (!options_ended && arg == "--") {
       options_ended = true;
     } else if (!options_ended && is_option_word(app, sub, arg)) {
-      if (!known_option(app, sub, arg)) {
-        // A password option is refused as such (refuse_secret_options).
-        if (auto ok = refuse_secret_options({arg}); !ok) return std::unexpected(ok.error());
-        return unknown_option(app, sub, arg);
-      }
+      if (auto bad = check_option_word(app, sub, arg, help)) return std::unexpected(*bad);
       line.args.push_back(arg);
       if (consumes_next(app, sub, arg)) {
         // The last word: CLI11 would take the "--" added before the
@@ -440,7 +520,6 @@ int run_main(int argc, char** argv) {
 
   auto line = split_command_line(app, std::move(words));
   if (!line) return report(line.error());
-  if (auto ok = refuse_secret_options(line->args); !ok) return report(ok.error());
   context.operands = std::move(line->operands);
   auto args = std::move(line->args);
   // CLI11 takes the arguments in reverse order.

@@ -212,6 +212,22 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   rl 64 run unknown-x --kil-after 1 -- touch "$BATS_TEST_TMPDIR/ran"
   assert_stderr --partial "unknown option '--kil-after'; did you mean '--kill-after'?"
   assert [ ! -e "$BATS_TEST_TMPDIR/ran" ]
+  # Before the command word, in a cluster, after an unknown letter: never
+  # the value.
+  local words
+  for words in "--passwrd=hunter2 status" "--tokn=hunter2 release unknown-x" \
+    "acquire -nZhunter2 unknown-x" "-qahunter2 status"; do
+    # shellcheck disable=SC2086 # the words of the command line
+    rl 64 $words
+    refute_stderr --partial hunter2
+  done
+  # Another command's option is said to be one.
+  rl 64 release unknown-x --ttl 5s --force
+  assert_stderr --partial "unknown option '--ttl'; it is an option of run, acquire, renew and status, not of release"
+  # A value that starts like an option is a value; a line asking for help gets it.
+  rl 0 acquire --owner -abc -t 5s unknown-owner
+  rl 0 acquire --tll unknown-x --help
+  assert_output --partial "Usage: rlock acquire"
   # After --, a word that looks like an option is a name or the command's.
   rl 1 status -- --tll
   rl 0 run unknown-x -- sh -c 'echo "$1"' sh --tll
@@ -221,7 +237,7 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
 
 @test "arguments: a password option (--password, --sentinel-password, redis-cli's -a) is refused, never said back" {
   local option
-  for option in --password --password=hunter2 --sentinel-password=hunter2 -a -ahunter2; do
+  for option in --password --password=hunter2 --sentinel-password=hunter2 -a -ahunter2 -qahunter2; do
     rl 64 status "$option" hunter2
     assert_stderr --regexp "^rlock: error: there is no (--password|--sentinel-password|-a) option: a password on the command line is visible to every user in ps; use --(sentinel-)?password-file"
     refute_stderr --partial hunter2

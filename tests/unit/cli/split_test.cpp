@@ -84,6 +84,32 @@ TEST(SplitCommandLine, UnknownOptionIsNamedWithoutItsValueAndTheClosestSuggested
   ASSERT_FALSE(secret.has_value());
   EXPECT_TRUE(secret.error().message.starts_with("there is no -a option"))
       << secret.error().message;
+  // Before the command word too, and in a cluster, never with the rest of
+  // the word (the value that may follow an unknown letter).
+  for (const Words& words : {Words{"--passwrd=s3cret", "status"}, Words{"-qa", "s3cret", "status"},
+                             Words{"acquire", "x", "-qas3cret"}, Words{"acquire", "-nZs3cret", "x"},
+                             Words{"--tokn=s3cret", "release", "x"}}) {
+    auto refused = split_command_line(c.app, words);
+    ASSERT_FALSE(refused.has_value()) << words[0];
+    EXPECT_EQ(refused.error().message.find("s3cret"), std::string::npos) << refused.error().message;
+  }
+  EXPECT_NE(split_command_line(c.app, {"acquire", "-nZ", "x"}).error().message.find("'-Z'"),
+            std::string::npos);
+  // Another command's option, the options a prefix begins, one dash.
+  EXPECT_NE(split_command_line(c.app, {"release", "x", "--ttl", "5s", "--force"})
+                .error()
+                .message.find("it is an option of run, acquire, renew and status, not of release"),
+            std::string::npos);
+  EXPECT_NE(split_command_line(c.app, {"acquire", "--con", "3", "x"})
+                .error()
+                .message.find("did you mean '--config', '--conflict-exit-code' or "
+                              "'--connect-timeout'?"),
+            std::string::npos);
+  EXPECT_NE(split_command_line(c.app, {"acquire", "-json", "x"}).error().message.find("'--json'?"),
+            std::string::npos);
+  // A value that starts with -a is a value; a line that asks for help gets it.
+  EXPECT_TRUE(split_command_line(c.app, {"acquire", "--owner", "-abc", "x"}).has_value());
+  EXPECT_TRUE(split_command_line(c.app, {"acquire", "--tll", "x", "--help"}).has_value());
   // Known options, clusters of them, and words after -- are not refused.
   EXPECT_TRUE(split_command_line(c.app, {"acquire", "-nq", "--ttl=5s", "x"}).has_value());
   EXPECT_TRUE(split_command_line(c.app, {"status", "--", "--tll"}).has_value());
