@@ -261,7 +261,8 @@ MemberReply reply_of(Result<Outcome> outcome) {
 class QuorumBackend final : public Backend {
  public:
   QuorumBackend(std::vector<std::unique_ptr<Backend>> members, Notice notice)
-      : m_notice(std::move(notice)), m_read_only_told(members.size(), false) {
+      : m_notice(std::move(notice)),
+        m_read_only(std::make_shared<ReadOnlyMembers>(members.size())) {
     for (auto& m : members) m_members.push_back(std::make_unique<Member>(std::move(m)));
   }
 
@@ -337,7 +338,7 @@ class QuorumBackend final : public Backend {
     members.reserve(m_members.size());
     for (const auto& m : m_members) members.push_back(m->model().clone());
     auto copy = std::make_unique<QuorumBackend>(std::move(members), m_notice);
-    copy->m_read_only_told = m_read_only_told;
+    copy->m_read_only = m_read_only;  // shared: each member is told of once per process
     copy->m_interrupt_fd = m_interrupt_fd;
     copy->m_held = m_held;
     return copy;
@@ -431,7 +432,15 @@ class QuorumBackend final : public Backend {
 
   std::vector<std::unique_ptr<Member>> m_members;
   Notice m_notice;
-  std::vector<bool> m_read_only_told;  // per member: m_notice was told
+  /// The members seen to be read-only replicas, and told of (m_notice),
+  /// shared with the clones (run's heartbeat) so that a process tells of
+  /// each member once.
+  struct ReadOnlyMembers {
+    explicit ReadOnlyMembers(std::size_t n) : seen(n, false) {}
+    std::mutex mutex;
+    std::vector<bool> seen;
+  };
+  std::shared_ptr<ReadOnlyMembers> m_read_only;
   int m_interrupt_fd = -1;
   /// Set when the last acquire gave back grants it got on a minority: the
   /// next wait is a short random pause instead (see wait_for_wake).
@@ -618,19 +627,28 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
 
 void QuorumBackend::tell_read_only(const std::vector<MemberReply>& replies) {
   if (!m_notice) return;
+  std::vector<std::size_t> news;
   std::size_t read_only = 0;
-  for (const auto& m : replies) read_only += lock::read_only_member(m) ? 1 : 0;
-  const std::size_t n = m_members.size(), need = lock::majority(n);
-  for (std::size_t k = 0; k < replies.size() && k < n; ++k) {
-    if (!lock::read_only_member(replies[k]) || m_read_only_told[k]) continue;
-    m_read_only_told[k] = true;
-    const std::size_t spare = n - read_only >= need ? n - read_only - need : 0;
+  {
+    std::lock_guard lock(m_read_only->mutex);
+    for (std::size_t k = 0; k < replies.size() && k < m_members.size(); ++k)
+      if (lock::read_only_member(replies[k]) && !m_read_only->seen[k]) {
+        m_read_only->seen[k] = true;
+        news.push_back(k);
+      }
+    read_only = static_cast<std::size_t>(
+        std::count(m_read_only->seen.begin(), m_read_only->seen.end(), true));
+  }
+  const std::size_t n = m_members.size(), need = lock::majority(n), able = n - read_only;
+  for (const std::size_t k : news) {
+    const std::string left =
+        able < need   ? fmt::format("no majority ({}) can take it", need)
+        : able > need ? fmt::format("only {} may fail (a majority is {})", able - need, need)
+                      : fmt::format("none may fail (a majority is {})", need);
     m_notice(
         fmt::format("quorum member {} is a read-only replica and cannot take a lock: {} of "
-                    "{} members can, so {} may fail (a majority is {}); {}",
-                    m_members[k]->model().describe(), n - read_only, n,
-                    spare == 0 ? std::string("none") : fmt::format("only {}", spare), need,
-                    lock::k_read_only_fix));
+                    "{} members can, so {}; {}",
+                    m_members[k]->model().describe(), able, n, left, lock::k_read_only_fix));
   }
 }
 
@@ -715,9 +733,18 @@ Error QuorumBackend::too_few(const std::string& what,
   const auto refusing = static_cast<std::size_t>(std::count_if(
       replies.begin(), replies.end(), [](const MemberReply& m) { return m.auth_refused; }));
   const bool auth = refusing > replies.size() - lock::majority(replies.size());
+  // Replicas answer, but cannot take part in a write: said as such, not
+  // left to be read as members out of reach.
+  const auto read_only = static_cast<std::size_t>(
+      std::count_if(replies.begin(), replies.end(), lock::read_only_member));
+  const std::string replicas =
+      read_only == 0
+          ? ""
+          : fmt::format(" ({} {} read-only {}, which cannot take a lock)", read_only,
+                        read_only == 1 ? "is a" : "are", read_only == 1 ? "replica" : "replicas");
   return Error{auth ? Error::Code::auth : Error::Code::unreachable,
-               fmt::format("{} of {} quorum members: a majority is {}{}", what, replies.size(),
-                           lock::majority(replies.size()), problems_of(replies)),
+               fmt::format("{} of {} quorum members: a majority is {}{}{}", what, replies.size(),
+                           lock::majority(replies.size()), replicas, problems_of(replies)),
                redis::ServerError::none};
 }
 
@@ -1076,6 +1103,19 @@ Result<Outcome> QuorumBackend::run(const std::string& name, const lock::Call& ca
       auto batch = send(name, lock::status_call(ttl, true), deadline);
       auto replies = hear_all(*batch, started, deadline);
       if (!replies) return std::unexpected(replies.error());
+      // The members still silent after hear_all's grace are waited for
+      // after all when they decide: a majority cannot tell without them,
+      // or they could make a minority's holder a majority one. A member
+      // busy for a second or two (a slow script, a large KEYS) is then
+      // heard, as before; one frozen costs the command timeout only then.
+      if (std::any_of(
+              replies->begin(), replies->end(),
+              [](const MemberReply& m) { return m.state == MemberReply::State::pending; }) &&
+          (members_answering(*replies) < lock::majority(m_members.size()) ||
+           lock::holder_in_doubt(*replies, lock::status_min_uptime(*replies, ttl)))) {
+        replies = gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
+        if (!replies) return std::unexpected(replies.error());
+      }
       // One server reached two ways would count twice (as for a grant).
       if (auto twice = misconfiguration(*replies)) return std::unexpected(*twice);
       // A minority cannot tell: the holders may be on the others.
@@ -1162,7 +1202,10 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       // A member that refused our credentials already is not asked again:
       // the server may answer a second unauthenticated try by closing the
       // connection, which would read as out of reach.
-      Result<std::vector<NamedReply>> listed = !up && up.error().code == Error::Code::auth
+      // Nor one that did not answer it at all (frozen, cut off): its
+      // listing would cost another command timeout for the same answer.
+      Result<std::vector<NamedReply>> listed = !up && (up.error().code == Error::Code::auth ||
+                                                       up.error().code == Error::Code::unreachable)
                                                    ? std::unexpected(up.error())
                                                    : backend.run_on_every_lock(call);
       MemberReply m;
@@ -1179,10 +1222,12 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
     });
   }
   // Each member bounds its own SCAN; this only guards against one that
-  // never answers at all, and hear_all against one frozen.
-  const auto started = Clock::now();
-  const Deadline deadline = started + 3 * command_timeout();
-  auto replies = hear_all(*batch, started, deadline);
+  // never answers at all. Every member is waited for: a member with many
+  // keys takes seconds to list them after the others have (hear_all's
+  // second would leave it out), and one frozen costs one command timeout,
+  // as its uptime goes unanswered.
+  const Deadline deadline = Clock::now() + 3 * command_timeout();
+  auto replies = gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
   if (!replies) return std::unexpected(replies.error());
   std::map<std::string, std::vector<MemberReply>> locks;
   std::size_t answered = 0;

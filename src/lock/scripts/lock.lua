@@ -73,9 +73,14 @@ local function uptime_ms()
 end
 
 -- This server's role (INFO replication): 'master', or 'slave' for a
--- read-only replica, which no quorum member may be (it cannot grant).
+-- read-only replica, which no quorum member may be (it cannot grant); a
+-- replica configured to take writes (replica-read-only no) can, and is
+-- 'writable-replica'.
 local function role()
-  return string.match(redis.call('INFO', 'replication'), 'role:(%a+)') or ''
+  local info = redis.call('INFO', 'replication')
+  local name = string.match(info, 'role:(%a+)') or ''
+  if name == 'slave' and string.match(info, 'slave_read_only:0') then return 'writable-replica' end
+  return name
 end
 
 -- uptime -> {uptime_ms(), role()}: a quorum listing asks each member
