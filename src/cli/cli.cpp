@@ -254,8 +254,8 @@ Result<CommandLine> unknown_command(const CLI::App& app, const std::string& word
     if (d < best_distance) best = sub->get_name(), best_distance = d;
   }
   std::string hint = best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
-  return fail(Error::Code::usage,
-              fmt::format("unknown command {}{} (see 'rlock --help')", quote_input(word), hint));
+  return fail(Error::Code::usage, fmt::format("unknown command {}{} (see 'rlock --help')",
+                                              quote_input(without_url_passwords(word)), hint));
 }
 
 }  // namespace
@@ -288,10 +288,28 @@ constexpr CommandEntry k_commands[] = {
     {"status", "Show holders and waiters of locks", register_status},
 };
 
-/// The long names ("--ttl") of an App's options.
-void add_long_names(const CLI::App& app, std::vector<std::string>& names) {
-  for (const CLI::Option* opt : app.get_options())
+/// Every option of every command and every global one: a command line's
+/// own App has only those it names (Mentioned, register_commands).
+struct EveryOption {
+  CLI::App app;
+  GlobalOptions globals;
+  Context context;
+  std::vector<std::pair<CLI::App*, Action>> commands;
+  EveryOption() {
+    const std::vector<std::string> help{"--help"};
+    add_global_options(app, globals, Mentioned(help));
+    commands = register_commands(app, context, std::nullopt);
+  }
+};
+
+/// The long names ("--ttl") of an App's options, and with `shorts` their
+/// short ones ("-t") too.
+void add_long_names(const CLI::App& app, std::vector<std::string>& names, bool shorts = false) {
+  for (const CLI::Option* opt : app.get_options()) {
     for (const std::string& name : opt->get_lnames()) names.push_back("--" + name);
+    if (shorts)
+      for (const std::string& name : opt->get_snames()) names.push_back("-" + name);
+  }
 }
 
 /// An option `shown` ("--tll", "-Z") that neither the command `sub` nor the
@@ -301,21 +319,16 @@ void add_long_names(const CLI::App& app, std::vector<std::string>& names) {
 /// CLI11 would take the word as an extra and the next one as a positional:
 /// the lock's name.
 Error unknown_option(const CLI::App* sub, const std::string& shown) {
-  // Every option of every command and every global one: the line built
-  // only those it names (Mentioned, register_commands).
-  CLI::App all;
-  GlobalOptions globals;
-  Context context;
-  const std::vector<std::string> help{"--help"};
-  add_global_options(all, globals, Mentioned(help));
-  const auto commands = register_commands(all, context, std::nullopt);
+  const EveryOption every;
+  const CLI::App& all = every.app;
+  const auto& commands = every.commands;
   // The command's own options first: a tie goes to them (--tll: --ttl,
   // not the global --tls).
   std::vector<std::string> mine;
   std::vector<std::string> elsewhere;  // the other commands that have it
   for (const auto& [command, action] : commands) {
     std::vector<std::string> names;
-    add_long_names(*command, names);
+    add_long_names(*command, names, true);
     if (sub && command->get_name() == sub->get_name())
       mine.insert(mine.end(), names.begin(), names.end());
     else if (std::find(names.begin(), names.end(), shown) != names.end())
@@ -340,6 +353,9 @@ Error unknown_option(const CLI::App* sub, const std::string& shown) {
   } else if (!elsewhere.empty() && sub) {
     hint = fmt::format("; it is an option of {}, not of {}", listed(elsewhere, false),
                        sub->get_name());
+  } else if (!elsewhere.empty()) {
+    hint = fmt::format("; it is an option of {}: give it after the command word",
+                       listed(elsewhere, false));
   } else if (typed.starts_with("--") && typed.size() > 2) {
     std::vector<std::string> begun;
     for (const auto& name : mine)
@@ -374,10 +390,37 @@ Error unknown_option(const CLI::App* sub, const std::string& shown) {
 /// the help first, as it always did.
 std::optional<Error> check_option_word(const CLI::App& root, const CLI::App* sub,
                                        const std::string& word, bool help) {
+  const std::string name = word.substr(0, word.find('='));
   if (word.starts_with("--")) {
     if (auto secret = refused_secret(word)) return secret;
-    if (known_option(root, sub, word) || help) return std::nullopt;
-    return unknown_option(sub, word.substr(0, word.find('=')));
+    if (help) return std::nullopt;
+    const CLI::Option* opt = find_option(root, sub, name);
+    if (!opt) return unknown_option(sub, name);
+    // A flag given a value (--tls=yes): CLI11 would say the value back.
+    if (name.size() < word.size() && !takes_value(opt))
+      return Error{Error::Code::usage,
+                   fmt::format("{} takes no value (see 'rlock {}--help')", name,
+                               sub ? sub->get_name() + " " : ""),
+                   redis::ServerError::none};
+    return std::nullopt;
+  }
+  // A long option written with one dash (-url, -token SECRET, -quiet):
+  // read as a cluster it would be -u rl, or -q -u iet, and its value
+  // would end up anywhere. Only names that are options are taken so.
+  // (Building every option costs what start-up is counted in: only for a
+  // word that could spell one, never for -t5s, -w30s or -uredis://...)
+  if (name.size() > 2 && !help && std::all_of(name.begin() + 1, name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || c == '-';
+      })) {
+    const EveryOption every;
+    std::vector<std::string> names;
+    add_long_names(every.app, names);
+    for (const auto& [command, action] : every.commands) add_long_names(*command, names);
+    if (std::find(names.begin(), names.end(), "-" + name) != names.end())
+      return Error{Error::Code::usage,
+                   fmt::format("unknown option {}; did you mean '-{}'? (see 'rlock {}--help')",
+                               quote_input(name), name, sub ? sub->get_name() + " " : ""),
+                   redis::ServerError::none};
   }
   for (std::size_t k = 1; k < word.size(); ++k) {
     const std::string letter{'-', word[k]};
@@ -385,9 +428,8 @@ std::optional<Error> check_option_word(const CLI::App& root, const CLI::App* sub
     if (!opt) {
       if (auto secret = refused_secret(letter, word[k])) return secret;
       if (help) return std::nullopt;
-      // -json: said as typed up to here (a long option with one dash is
-      // likely), never past the unknown letter.
-      return unknown_option(sub, k == 1 ? word.substr(0, word.find('=')) : letter);
+      // Never past the unknown letter: what follows may be a value.
+      return unknown_option(sub, letter);
     }
     if (takes_value(opt)) break;
   }
@@ -487,7 +529,7 @@ int usage_error(const CLI::Error& e) {
   // "--ttl: At Most 1 required but received 2": a value option given twice.
   if (auto at = what.find(": At Most 1 required but received "); at != std::string::npos)
     what = what.substr(0, at) + " was given more than once";
-  fmt::print(stderr, "rlock: error: {} (see 'rlock --help')\n", what);
+  to_stderr(fmt::format("rlock: error: {} (see 'rlock --help')\n", what));
   return static_cast<int>(ExitStatus::usage);
 }
 
@@ -550,8 +592,9 @@ int run_main(int argc, char** argv) {
       token_next = extra == "--token";
       list += (list.empty() ? "" : " ") + quote_input(shown);
     }
-    fmt::print(stderr, "rlock: error: {} {} (see 'rlock --help')\n",
-               extras.size() == 1 ? "unexpected argument" : "unexpected arguments:", list);
+    to_stderr(
+        fmt::format("rlock: error: {} {} (see 'rlock --help')\n",
+                    extras.size() == 1 ? "unexpected argument" : "unexpected arguments:", list));
     return static_cast<int>(ExitStatus::usage);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return flushed(app.exit(e));
@@ -563,9 +606,9 @@ int run_main(int argc, char** argv) {
   }
   for (auto& [sub, action] : commands)
     if (sub->parsed() && action) return action();
-  fmt::print(stderr,
-             "rlock: error: a command is required: run, acquire, renew, release or status "
-             "(see 'rlock --help')\n");
+  to_stderr(
+      fmt::format("rlock: error: a command is required: run, acquire, renew, release or status "
+                  "(see 'rlock --help')\n"));
   return static_cast<int>(ExitStatus::usage);
 }
 
@@ -584,9 +627,9 @@ int main(int argc, char** argv) {
     die_as_told();
     return status;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "rlock: error: internal error: {}\n", e.what());
+    to_stderr(fmt::format("rlock: error: internal error: {}\n", e.what()));
   } catch (...) {
-    fmt::print(stderr, "rlock: error: internal error\n");
+    to_stderr("rlock: error: internal error\n");
   }
   return static_cast<int>(ExitStatus::internal);
 }

@@ -14,6 +14,7 @@
 #include "output/text.h"
 #include "supervise/timing.h"
 #include "util/number.h"
+#include "util/process.h"
 
 namespace rlock::cli {
 
@@ -21,7 +22,7 @@ namespace {
 // Messages quote what the server said (key names, holders): sanitised, so a
 // forged record cannot drive the terminal.
 void stderr_line(const std::string& line) {
-  fmt::print(stderr, "rlock: {}\n", output::printable(line));
+  to_stderr(fmt::format("rlock: {}\n", output::printable(line)));
 }
 }  // namespace
 
@@ -47,7 +48,7 @@ int report(const Error& error) {
     line = fmt::format("{}: {}", error.origin, without_script_location(message));
   else
     line = message;
-  fmt::print(stderr, "rlock: error: {}\n", output::printable(line));
+  to_stderr(fmt::format("rlock: error: {}\n", output::printable(line)));
   return static_cast<int>(exit_status(error.code));
 }
 
@@ -222,7 +223,7 @@ lock::LockClient::Progress Context::progress(const std::string& name) {
       std::string shown = "rlock: " + output::printable(line);
       if (const std::size_t columns = terminal_columns(); columns > 0)
         shown = fit_columns(shown, columns - 1);
-      fmt::print(stderr, "\r\x1b[K{}", shown);
+      to_stderr(fmt::format("\r\x1b[K{}", shown));
       std::fflush(stderr);
       m_progress_shown = true;
     } else if (global.verbose > 0 && !m_progress_shown) {
@@ -233,7 +234,7 @@ lock::LockClient::Progress Context::progress(const std::string& name) {
 }
 
 void Context::finish_progress() const {
-  if (m_progress_shown && interactive()) fmt::print(stderr, "\r\x1b[K");
+  if (m_progress_shown && interactive()) to_stderr("\r\x1b[K");
 }
 
 Result<Taken> Context::take(lock::LockClient& client, const LockPlan& plan, int interrupt_fd) {

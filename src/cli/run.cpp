@@ -178,7 +178,7 @@ int exec_in_place(const std::vector<std::string>& argv) {
   std::signal(SIGPIPE, SIG_DFL);  // ignored by rlock; must not leak into the command
   execvp(args[0], args.data());
   int err = errno;
-  fmt::print(stderr, "rlock: error: cannot run '{}': {}\n", argv[0], std::strerror(err));
+  to_stderr(fmt::format("rlock: error: cannot run '{}': {}\n", argv[0], std::strerror(err)));
   return supervise::exec_failure_status(err);
 }
 
@@ -271,8 +271,8 @@ void print_summary(const Context& context, const std::string& name, const output
 }
 
 int lost(const std::string& name, const supervise::Loss& loss) {
-  fmt::print(stderr, "rlock: error: lost lock '{}': {}; the command was terminated\n", name,
-             loss.reason);
+  to_stderr(fmt::format("rlock: error: lost lock '{}': {}; the command was terminated\n", name,
+                        loss.reason));
   return static_cast<int>(ExitStatus::lost);
 }
 
@@ -329,8 +329,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     (*heartbeat)->stop();
     release_now();
     if (!child) return report(child.error());
-    fmt::print(stderr, "rlock: error: cannot run '{}': {}\n", launch.argv[0],
-               std::strerror(child->exec_errno()));
+    to_stderr(fmt::format("rlock: error: cannot run '{}': {}\n", launch.argv[0],
+                          std::strerror(child->exec_errno())));
     return supervise::exec_failure_status(child->exec_errno());
   }
   context.verbose(fmt::format("acquired lock '{}' (fence {}); running pid {}", name,

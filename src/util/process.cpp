@@ -1,9 +1,11 @@
 #include "util/process.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -95,6 +97,15 @@ pid_t parent_of(pid_t pid) {
   pid_t ppid = 0;
   rest >> state >> ppid;
   return ppid;
+}
+
+void to_stderr(std::string_view text) noexcept {
+  while (!text.empty()) {
+    const ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
 }
 
 }  // namespace rlock

@@ -37,4 +37,10 @@ pid_t parent_of(pid_t pid);
 /// never for display or storage (they may hold secrets).
 std::vector<std::string> process_args(pid_t pid);
 
+/// Writes `text` to standard error, whatever happens: a full disk, a
+/// closed pipe or /dev/full behind it is ignored. fmt::print(stderr) throws
+/// on a failed write, and an exception there aborted rlock, once with a
+/// lock taken and never released (a `run -v` whose stderr was full).
+void to_stderr(std::string_view text) noexcept;
+
 }  // namespace rlock

@@ -216,7 +216,9 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   # the value.
   local words
   for words in "--passwrd=hunter2 status" "--tokn=hunter2 release unknown-x" \
-    "acquire -nZhunter2 unknown-x" "-qahunter2 status"; do
+    "acquire -nZhunter2 unknown-x" "-qahunter2 status" "-nZhunter2 acquire unknown-x" \
+    "status -xhunter2" "acquire unknown-x --tls=hunter2" "renew unknown-x -token hunter2" \
+    "-url redis://:hunter2@127.0.0.1:1/0 status" "redis://:hunter2@127.0.0.1:1/0 status"; do
     # shellcheck disable=SC2086 # the words of the command line
     rl 64 $words
     refute_stderr --partial hunter2

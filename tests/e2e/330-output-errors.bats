@@ -107,3 +107,14 @@ sys.exit(128 - p.returncode if p.returncode < 0 else p.returncode)
   rl 0 --version
   assert_output --partial 'rlock '
 }
+
+@test "output errors: a stderr that cannot be written never aborts rlock, and a run still releases its lock" {
+  # fmt::print(stderr) threw on a failed write: exit 134 (SIGABRT), and a
+  # `run -v` died holding its lock, before it ran the command.
+  rl_redirected 64 '2>/dev/full' --bogus
+  rl_redirected 0 '2>/dev/full' -v run stderr-full -t 60s -- touch "$BATS_TEST_TMPDIR/ran"
+  assert [ -e "$BATS_TEST_TMPDIR/ran" ]
+  rl 1 status stderr-full
+  rl_redirected 0 '2>&-' -v run stderr-closed -t 60s -- true
+  rl 1 status stderr-closed
+}

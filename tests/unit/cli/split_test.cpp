@@ -107,6 +107,24 @@ TEST(SplitCommandLine, UnknownOptionIsNamedWithoutItsValueAndTheClosestSuggested
             std::string::npos);
   EXPECT_NE(split_command_line(c.app, {"acquire", "-json", "x"}).error().message.find("'--json'?"),
             std::string::npos);
+  // A long option with one dash is not read as a cluster with a value
+  // (-url URL was -u rl, and the URL became the command word, said back).
+  for (const Words& words :
+       {Words{"-url", "redis://:s3cret@h:1/0", "status"}, Words{"renew", "y", "-token", "s3cret"},
+        Words{"status", "-quiet"}, Words{"status", "-xs3cret"}, Words{"-ps3cret", "status"},
+        Words{"acquire", "x", "--quiet=s3cret"}, Words{"redis://:s3cret@h:1/0", "status"}}) {
+    auto refused = split_command_line(c.app, words);
+    ASSERT_FALSE(refused.has_value()) << words[0] << " " << words[1];
+    EXPECT_EQ(refused.error().message.find("s3cret"), std::string::npos) << refused.error().message;
+  }
+  EXPECT_NE(split_command_line(c.app, {"status", "-quiet"}).error().message.find("'--quiet'?"),
+            std::string::npos);
+  // A command's option before the command word is said to go after it.
+  EXPECT_NE(split_command_line(c.app, {"-n", "acquire", "x"})
+                .error()
+                .message.find("it is an option of run and acquire: give it after the command word"),
+            std::string::npos);
+  EXPECT_TRUE(split_command_line(c.app, {"acquire", "-t5s", "-w1s", "-nq", "x"}).has_value());
   // A value that starts with -a is a value; a line that asks for help gets it.
   EXPECT_TRUE(split_command_line(c.app, {"acquire", "--owner", "-abc", "x"}).has_value());
   EXPECT_TRUE(split_command_line(c.app, {"acquire", "--tll", "x", "--help"}).has_value());
