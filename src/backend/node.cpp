@@ -147,16 +147,20 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   // closes the connection after refusing a long one, and both answers are
   // needed to report the refusal as what it is.
   const bool ask_role = acknowledge && replicas.all();
+  // A forced release goes as EVAL too: a quorum may stop waiting for this
+  // server, which then carries it out when it answers, also without its
+  // script cache (nobody is left to answer NOSCRIPT).
+  const bool whole = asking || lock::operation_of(call) == lock::Operation::force;
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
-  if (!ask_role && !asking && !first) {
+  if (!ask_role && !whole && !first) {
     reply = conn.eval(lock_script(), keys, call.args, deadline);
   } else {
     // After ASKING the node runs only the very next command for the
     // migrating slot, so that command is the script itself, as EVAL: a
     // NOSCRIPT answer could not be followed by EVAL without asking again.
-    std::vector<std::string> script{asking ? "EVAL" : "EVALSHA",
-                                    asking ? std::string(lock_script().body) : lock_script().sha1,
+    std::vector<std::string> script{whole ? "EVAL" : "EVALSHA",
+                                    whole ? std::string(lock_script().body) : lock_script().sha1,
                                     std::to_string(keys.size())};
     script.insert(script.end(), keys.begin(), keys.end());
     script.insert(script.end(), call.args.begin(), call.args.end());

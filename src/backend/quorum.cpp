@@ -1067,14 +1067,38 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
     if (!more) return std::unexpected(more.error());
     replies = std::move(more);
   }
+  if (force &&
+      std::any_of(replies->begin(), replies->end(),
+                  [](const MemberReply& m) { return m.state == MemberReply::State::pending; }) &&
+      lock::combine_force(*replies).elements.size() < 2) {
+    // Nobody evicted on the members that answered within hear_all's
+    // grace: the silent ones may hold the only copies, and "not held"
+    // would be wrong (a member busy for a second did evict). They are
+    // waited for after all.
+    auto rest = gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
+    if (!rest) return std::unexpected(rest.error());
+    replies = std::move(rest);
+  }
   if (force) {
     // Without a majority nothing can be said: the holders may be on the
     // members out of reach (they evict them when they come back, if the
     // request reaches them).
-    if (const std::size_t n = members_answering(*replies); n < lock::majority(m_members.size()))
+    const std::size_t n = members_answering(*replies);
+    if (n < lock::majority(m_members.size()))
       return std::unexpected(too_few(
           fmt::format("lock '{}': the forced release was answered by only {}", name, n), *replies));
-    return Outcome{lock::combine_force(*replies), std::nullopt};
+    auto combined = lock::combine_force(*replies);
+    // Nobody evicted, and members silent: "not held" (1) cannot be said,
+    // the holder may be on them alone (they evict it when the request
+    // reaches them).
+    if (combined.elements.size() < 2 && n < m_members.size())
+      return std::unexpected(too_few(
+          fmt::format("lock '{}': the forced release evicted nobody where it was answered, and "
+                      "the members that did not answer may hold it (they evict it if the "
+                      "request reaches them): answered by {}",
+                      name, n),
+          *replies));
+    return Outcome{std::move(combined), std::nullopt};
   }
   const auto count = lock::count_release(*replies);
   if (count.released > 0) return Outcome{redis::Reply::of_integer(1), std::nullopt};

@@ -228,8 +228,14 @@ redis::Connection* ServerBackend::stepwise_connection() {
 }
 
 redis::Connection* ServerBackend::start(const std::string& name, const lock::Call& call) {
-  // WAIT for a fixed number of replicas always blocks: run() does it.
+  // WAIT for a fixed number of replicas always blocks: run() does it. So
+  // does a forced release that waits for replicas at all: finish() would
+  // hand the WAIT to run(), which runs the script again, and a second
+  // eviction finds nobody, so whom the first evicted was lost ("not held").
   if (call.replicate_within && !m_target.replicas.all() && *m_target.replicas.count > 0)
+    return nullptr;
+  if (call.replicate_within && lock::operation_of(call) == lock::Operation::force &&
+      (m_target.replicas.all() || *m_target.replicas.count > 0))
     return nullptr;
   redis::Connection* conn = stepwise_connection();
   if (!conn) return nullptr;

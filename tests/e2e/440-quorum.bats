@@ -109,12 +109,7 @@ teardown() {
   # The frozen member had the request on its socket: it evicts when it
   # resumes.
   q_thaw 2
-  local i
-  for ((i = 0; i < 50; i++)); do
-    [[ "$(qcli 2 EXISTS 'rlock:{q3s}:h')" == 0 ]] && break
-    nap 0.1
-  done
-  assert_equal "$(qcli 2 EXISTS 'rlock:{q3s}:h')" 0
+  q_evicts 2 q3s
   assert_equal "$(q_holding q3s)" 0
 }
 
@@ -134,6 +129,52 @@ teardown() {
   assert_output --partial "lock 'q-busy': held"
   refute_output --partial "no answer"
   wait "$!"
+}
+
+@test "quorum: release --force waits for silent members when nobody was evicted elsewhere, and cannot say 'not held' without them" {
+  local k
+  # Held on member 2 alone (the others lost it), member 2 busy for 1.5 s:
+  # the members that answer at once evicted nobody, so it is waited for.
+  rl 0 acquire force-slow -t "$Q_TTL"
+  rl 0 renew force-slow --token "$output" --ttl 30s
+  for k in 1 3 4 5; do qcli "$k" DEL 'rlock:{force-slow}:h' 'rlock:{force-slow}:i' 'rlock:{force-slow}:m' >/dev/null; done
+  qcli 2 EVAL "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2]
+    repeat local n = redis.call('TIME') until n[1] * 1e6 + n[2] - s > 1500000 return 1" 0 >/dev/null &
+  nap 0.1
+  rl 0 release force-slow --force
+  assert_output --partial "evicted"
+  wait "$!"
+  # The same with member 2 frozen: it cannot be heard, so 69, not 1; it
+  # evicts when it resumes.
+  rl 0 acquire force-frozen -t "$Q_TTL"
+  rl 0 renew force-frozen --token "$output" --ttl 30s
+  for k in 1 3 4 5; do qcli "$k" DEL 'rlock:{force-frozen}:h' 'rlock:{force-frozen}:i' 'rlock:{force-frozen}:m' >/dev/null; done
+  q_freeze 2
+  rl 69 release force-frozen --force
+  assert_stderr --partial "the forced release evicted nobody where it was answered"
+  assert_stderr --partial "127.0.0.1:$(q_port 2)/0"
+  q_thaw 2
+  q_evicts 2 force-frozen
+  # A lock nobody holds anywhere is still "not held" (1).
+  rl 1 release force-nobody --force
+}
+
+@test "quorum: release --force reports whom a member with a replica evicted" {
+  # With --replicas all the member's WAIT went to run(), which ran the
+  # script again: the second eviction found nobody.
+  local url_before="$RLOCK_URL" k
+  start_redis --replicaof 127.0.0.1 "$(q_port 2)"
+  export RLOCK_URL="$url_before"
+  for ((k = 0; k < 50; k++)); do
+    [[ "$(qcli 2 INFO replication)" == *"connected_slaves:1"* ]] && break
+    nap 0.1
+  done
+  rl 0 acquire force-replica -t "$Q_TTL"
+  rl 0 renew force-replica --token "$output" --ttl 30s
+  for k in 1 3 4 5; do qcli "$k" DEL 'rlock:{force-replica}:h' 'rlock:{force-replica}:i' 'rlock:{force-replica}:m' >/dev/null; done
+  rl 0 release force-replica --force
+  assert_output --partial "evicted"
+  stop_redis "$REDIS_PID"
 }
 
 @test "quorum: a release with three of five members frozen exits 0 without waiting them out" {

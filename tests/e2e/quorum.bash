@@ -145,3 +145,15 @@ q_holding() {
   done
   echo "$n"
 }
+
+# q_evicts K NAME: until member K no longer has NAME's holders (a forced
+# release it carries out on resuming), 5 s at most; fails if it still has.
+q_evicts() {
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ "$(qcli "$1" EXISTS "rlock:{$2}:h")" == 0 ]] && return 0
+    nap 0.1
+  done
+  echo "member $1 still holds $2" >&2
+  return 1
+}
