@@ -159,24 +159,6 @@ teardown() {
   rl 1 release force-nobody --force
 }
 
-@test "quorum: release --force reports whom a member with a replica evicted" {
-  # With --replicas all the member's WAIT went to run(), which ran the
-  # script again: the second eviction found nobody.
-  local url_before="$RLOCK_URL" k
-  start_redis --replicaof 127.0.0.1 "$(q_port 2)"
-  export RLOCK_URL="$url_before"
-  for ((k = 0; k < 50; k++)); do
-    [[ "$(qcli 2 INFO replication)" == *"connected_slaves:1"* ]] && break
-    nap 0.1
-  done
-  rl 0 acquire force-replica -t "$Q_TTL"
-  rl 0 renew force-replica --token "$output" --ttl 30s
-  for k in 1 3 4 5; do qcli "$k" DEL 'rlock:{force-replica}:h' 'rlock:{force-replica}:i' 'rlock:{force-replica}:m' >/dev/null; done
-  rl 0 release force-replica --force
-  assert_output --partial "evicted"
-  stop_redis "$REDIS_PID"
-}
-
 @test "quorum: a release with three of five members frozen exits 0 without waiting them out" {
   rl 0 acquire q3f -t "$Q_TTL"
   local token="$output" start end
