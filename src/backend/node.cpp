@@ -147,10 +147,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   // closes the connection after refusing a long one, and both answers are
   // needed to report the refusal as what it is.
   const bool ask_role = acknowledge && replicas.all();
-  // A forced release goes as EVAL too: a quorum may stop waiting for this
-  // server, which then carries it out when it answers, also without its
-  // script cache (nobody is left to answer NOSCRIPT).
-  const bool whole = asking || lock::operation_of(call) == lock::Operation::force;
+  const bool whole = asking || sent_whole(call);
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
   if (!ask_role && !whole && !first) {
@@ -220,9 +217,14 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   return Outcome{std::move(*reply), ack};
 }
 
+bool sent_whole(const lock::Call& call) {
+  return lock::operation_of(call) == lock::Operation::force;
+}
+
 std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy& replicas,
                                                      const std::vector<std::string>& keys,
                                                      const lock::Call& call, bool eval) {
+  eval = eval || sent_whole(call);
   std::vector<std::vector<std::string>> commands;
   // As in execute(): with --replicas all, ROLE travels with the script.
   if (call.replicate_within && replicas.all()) commands.push_back({"ROLE"});

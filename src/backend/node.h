@@ -146,9 +146,16 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
                         const std::vector<std::string>* first = nullptr,
                         redis::Reply* first_reply = nullptr);
 
+/// Whether `call` goes as EVAL, the script itself, from the first try: a
+/// forced release, which a quorum may stop waiting for, so that a server
+/// that answers later carries it out also without its script cache
+/// (nobody is left to answer NOSCRIPT).
+bool sent_whole(const lock::Call& call);
+
 /// The step-wise form of execute() (no ASK): the commands that run `call`
 /// on the lock's master, ROLE first when --replicas all will need it, and
-/// the script by EVALSHA (EVAL with `eval`: the cache lost it).
+/// the script by EVALSHA (EVAL with `eval`, or for sent_whole(): the cache
+/// lost it).
 std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy& replicas,
                                                      const std::vector<std::string>& keys,
                                                      const lock::Call& call, bool eval);

@@ -426,9 +426,9 @@ class QuorumBackend final : public Backend {
   Result<Outcome> renew(const std::string& name, const lock::Call& call, Deadline deadline);
   Result<Outcome> release(const std::string& name, const lock::Call& call, Deadline deadline);
 
-  /// Tells m_notice of each member among `replies` that is a read-only
-  /// replica, once per member.
-  void tell_read_only(const std::vector<MemberReply>& replies);
+  /// Tells m_notice of each member flagged in `read_only` (a read-only
+  /// replica) that it was not told of before, once per member.
+  void tell_read_only(const std::vector<bool>& read_only);
 
   std::vector<std::unique_ptr<Member>> m_members;
   Notice m_notice;
@@ -608,7 +608,10 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
   for (;;) {
     auto replies = snapshot();
     if (done(replies) || Clock::now() >= deadline) {
-      tell_read_only(replies);
+      std::vector<bool> read_only(replies.size());
+      for (std::size_t k = 0; k < replies.size(); ++k)
+        read_only[k] = lock::read_only_member(replies[k]);
+      tell_read_only(read_only);
       return replies;
     }
     // Step-wise answers land in their batches through on_answer; a
@@ -625,14 +628,14 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
   }
 }
 
-void QuorumBackend::tell_read_only(const std::vector<MemberReply>& replies) {
+void QuorumBackend::tell_read_only(const std::vector<bool>& read_only_now) {
   if (!m_notice) return;
   std::vector<std::size_t> news;
   std::size_t read_only = 0;
   {
     std::lock_guard lock(m_read_only->mutex);
-    for (std::size_t k = 0; k < replies.size() && k < m_members.size(); ++k)
-      if (lock::read_only_member(replies[k]) && !m_read_only->seen[k]) {
+    for (std::size_t k = 0; k < read_only_now.size() && k < m_members.size(); ++k)
+      if (read_only_now[k] && !m_read_only->seen[k]) {
         m_read_only->seen[k] = true;
         news.push_back(k);
       }
@@ -1067,19 +1070,17 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
     if (!more) return std::unexpected(more.error());
     replies = std::move(more);
   }
-  if (force &&
-      std::any_of(replies->begin(), replies->end(),
-                  [](const MemberReply& m) { return m.state == MemberReply::State::pending; }) &&
-      lock::combine_force(*replies).elements.size() < 2) {
+  if (force) {
     // Nobody evicted on the members that answered within hear_all's
     // grace: the silent ones may hold the only copies, and "not held"
     // would be wrong (a member busy for a second did evict). They are
     // waited for after all.
-    auto rest = gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
-    if (!rest) return std::unexpected(rest.error());
-    replies = std::move(rest);
-  }
-  if (force) {
+    if (lock::combine_force(*replies).elements.size() < 2 &&
+        std::any_of(replies->begin(), replies->end(),
+                    [](const MemberReply& m) { return m.state == MemberReply::State::pending; })) {
+      replies = gather(*batch, deadline, [](const std::vector<MemberReply>&) { return false; });
+      if (!replies) return std::unexpected(replies.error());
+    }
     // Without a majority nothing can be said: the holders may be on the
     // members out of reach (they evict them when they come back, if the
     // request reaches them).
@@ -1298,11 +1299,11 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   {
     std::lock_guard lock(batch->mutex);
     // A read-only replica is never young: it cannot have granted anything.
-    std::vector<MemberReply> read_only(m_members.size());
+    std::vector<bool> read_only(m_members.size());
     for (std::size_t k = 0; k < m_members.size(); ++k) {
-      read_only[k].read_only = batch->roles[k] == "slave";
+      read_only[k] = batch->roles[k] == "slave";
       if ((*replies)[k].state == MemberReply::State::replied && batch->uptimes[k] &&
-          *batch->uptimes[k] < min_uptime.count() && !read_only[k].read_only)
+          *batch->uptimes[k] < min_uptime.count() && !read_only[k])
         young.push_back(k);
     }
     tell_read_only(read_only);

@@ -239,13 +239,9 @@ redis::Connection* ServerBackend::start(const std::string& name, const lock::Cal
     return nullptr;
   redis::Connection* conn = stepwise_connection();
   if (!conn) return nullptr;
-  // A forced release goes as EVAL, the script itself: a quorum does not
-  // wait for a member that answers late, and one frozen meanwhile carries
-  // it out when it resumes, also if it lost its script cache (a restart,
-  // SCRIPT FLUSH), when nobody is left to answer NOSCRIPT.
-  const bool whole_script = lock::operation_of(call) == lock::Operation::force;
+  // (A forced release goes as EVAL: see sent_whole.)
   auto commands =
-      script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, whole_script);
+      script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, false);
   // The question probe_cluster() asks travels ahead of the script (finish()
   // reads its answer), so that a heartbeat's clone needs no round trip of
   // its own.

@@ -143,11 +143,11 @@ std::optional<Error> refused_secret(std::string_view word, char letter = 0) {
   const std::string_view name = letter == 'a' ? "-a" : word.substr(0, word.find('='));
   for (const auto& [option, instead] : k_secrets)
     if (name == option)
-      return Error{Error::Code::usage,
-                   fmt::format("there is no {} option: a password on the command line is "
-                               "visible to every user in ps; use {}",
-                               option, instead),
-                   redis::ServerError::none};
+      return fail(Error::Code::usage,
+                  fmt::format("there is no {} option: a password on the command line is "
+                              "visible to every user in ps; use {}",
+                              option, instead))
+          .error();
   return std::nullopt;
 }
 
@@ -335,8 +335,8 @@ Error unknown_option(const CLI::App* sub, const std::string& shown) {
       elsewhere.push_back(command->get_name());
   }
   add_long_names(all, mine);
-  // -json: a long option written with one dash.
-  const std::string typed = shown.starts_with("--") || shown.size() <= 2 ? shown : "-" + shown;
+  // `shown` is a long option ("--tll") or one letter ("-Z"):
+  // check_option_word names a long one written with one dash itself.
   std::string hint;
   // 'a', 'b' or 'c' (quoted), or a, b and c.
   const auto listed = [](const std::vector<std::string>& names, bool quoted) {
@@ -348,18 +348,16 @@ Error unknown_option(const CLI::App* sub, const std::string& shown) {
     return list;
   };
   const auto one_of = [&](const std::vector<std::string>& names) { return listed(names, true); };
-  if (std::find(mine.begin(), mine.end(), typed) != mine.end()) {
-    hint = fmt::format("; did you mean '{}'?", typed);
-  } else if (!elsewhere.empty() && sub) {
+  if (!elsewhere.empty() && sub) {
     hint = fmt::format("; it is an option of {}, not of {}", listed(elsewhere, false),
                        sub->get_name());
   } else if (!elsewhere.empty()) {
     hint = fmt::format("; it is an option of {}: give it after the command word",
                        listed(elsewhere, false));
-  } else if (typed.starts_with("--") && typed.size() > 2) {
+  } else if (shown.starts_with("--") && shown.size() > 2) {
     std::vector<std::string> begun;
     for (const auto& name : mine)
-      if (name.starts_with(typed) && std::find(begun.begin(), begun.end(), name) == begun.end())
+      if (name.starts_with(shown) && std::find(begun.begin(), begun.end(), name) == begun.end())
         begun.push_back(name);
     std::sort(begun.begin(), begun.end());
     if (!begun.empty() && begun.size() <= 3) {
@@ -368,18 +366,18 @@ Error unknown_option(const CLI::App* sub, const std::string& shown) {
       // One edit for a short name (--tll), two for a longer one: beyond
       // that, unrelated names come out closest.
       std::string best;
-      std::size_t best_distance = typed.size() - 2 <= 4 ? 2 : 3;
+      std::size_t best_distance = shown.size() - 2 <= 4 ? 2 : 3;
       for (const auto& name : mine) {
-        const std::size_t d = edit_distance(typed.substr(2), std::string_view(name).substr(2));
+        const std::size_t d = edit_distance(shown.substr(2), std::string_view(name).substr(2));
         if (d < best_distance) best = name, best_distance = d;
       }
       if (!best.empty()) hint = fmt::format("; did you mean '{}'?", best);
     }
   }
-  return Error{Error::Code::usage,
-               fmt::format("unknown option {}{} (see 'rlock {}--help')", quote_input(shown), hint,
-                           sub ? sub->get_name() + " " : ""),
-               redis::ServerError::none};
+  return fail(Error::Code::usage,
+              fmt::format("unknown option {}{} (see 'rlock {}--help')", quote_input(shown), hint,
+                          sub ? sub->get_name() + " " : ""))
+      .error();
 }
 
 /// Checks an option word (before `--`) against the options `sub` and the
@@ -391,6 +389,7 @@ Error unknown_option(const CLI::App* sub, const std::string& shown) {
 std::optional<Error> check_option_word(const CLI::App& root, const CLI::App* sub,
                                        const std::string& word, bool help) {
   const std::string name = word.substr(0, word.find('='));
+  const std::string see = fmt::format("(see 'rlock {}--help')", sub ? sub->get_name() + " " : "");
   if (word.starts_with("--")) {
     if (auto secret = refused_secret(word)) return secret;
     if (help) return std::nullopt;
@@ -398,41 +397,37 @@ std::optional<Error> check_option_word(const CLI::App& root, const CLI::App* sub
     if (!opt) return unknown_option(sub, name);
     // A flag given a value (--tls=yes): CLI11 would say the value back.
     if (name.size() < word.size() && !takes_value(opt))
-      return Error{Error::Code::usage,
-                   fmt::format("{} takes no value (see 'rlock {}--help')", name,
-                               sub ? sub->get_name() + " " : ""),
-                   redis::ServerError::none};
+      return fail(Error::Code::usage, fmt::format("{} takes no value {}", name, see)).error();
     return std::nullopt;
   }
-  // A long option written with one dash (-url, -token SECRET, -quiet):
-  // read as a cluster it would be -u rl, or -q -u iet, and its value
-  // would end up anywhere. Only names that are options are taken so.
-  // (Building every option costs what start-up is counted in: only for a
-  // word that could spell one, never for -t5s, -w30s or -uredis://...)
-  if (name.size() > 2 && !help && std::all_of(name.begin() + 1, name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || c == '-';
-      })) {
+  // Where the cluster stops making sense: an unknown letter, or a letter
+  // that takes the rest of the word as its value.
+  std::size_t k = 1;
+  const CLI::Option* opt = nullptr;
+  for (; k < word.size(); ++k) {
+    opt = find_option(root, sub, std::string{'-', word[k]});
+    if (!opt || takes_value(opt)) break;
+  }
+  if (k == word.size() || help) return std::nullopt;
+  if (auto secret = refused_secret("", word[k]); secret && !opt) return secret;
+  // A long option written with one dash (-url, -token SECRET, -quiet,
+  // -json): as a cluster it would be -u rl, or -q -u iet, and its value
+  // would end up anywhere. Only a word of letters that names an option is
+  // taken so (every option is built for it: never for -nv, -t5s, -w30s
+  // or -uredis://...).
+  if (std::all_of(name.begin() + 1, name.end(),
+                  [](char c) { return (c >= 'a' && c <= 'z') || c == '-'; })) {
     const EveryOption every;
     std::vector<std::string> names;
     add_long_names(every.app, names);
     for (const auto& [command, action] : every.commands) add_long_names(*command, names);
     if (std::find(names.begin(), names.end(), "-" + name) != names.end())
-      return Error{Error::Code::usage,
-                   fmt::format("unknown option {}; did you mean '-{}'? (see 'rlock {}--help')",
-                               quote_input(name), name, sub ? sub->get_name() + " " : ""),
-                   redis::ServerError::none};
+      return fail(Error::Code::usage, fmt::format("unknown option {}; did you mean '-{}'? {}",
+                                                  quote_input(name), name, see))
+          .error();
   }
-  for (std::size_t k = 1; k < word.size(); ++k) {
-    const std::string letter{'-', word[k]};
-    const CLI::Option* opt = find_option(root, sub, letter);
-    if (!opt) {
-      if (auto secret = refused_secret(letter, word[k])) return secret;
-      if (help) return std::nullopt;
-      // Never past the unknown letter: what follows may be a value.
-      return unknown_option(sub, letter);
-    }
-    if (takes_value(opt)) break;
-  }
+  // Never past the unknown letter: what follows may be a value.
+  if (!opt) return unknown_option(sub, std::string{'-', word[k]});
   return std::nullopt;
 }
 
@@ -607,8 +602,8 @@ int run_main(int argc, char** argv) {
   for (auto& [sub, action] : commands)
     if (sub->parsed() && action) return action();
   to_stderr(
-      fmt::format("rlock: error: a command is required: run, acquire, renew, release or status "
-                  "(see 'rlock --help')\n"));
+      "rlock: error: a command is required: run, acquire, renew, release or status "
+      "(see 'rlock --help')\n");
   return static_cast<int>(ExitStatus::usage);
 }
 
