@@ -88,11 +88,12 @@ _rlock() {
   fi
 
   # Find the command word and the positionals typed after it.
-  local i word command="" positionals=0 dashdash=0
+  local i word command="" positionals=0 dashdash=0 program=0
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="${COMP_WORDS[i]}"
     if ((dashdash)); then
       ((positionals++))
+      ((positionals == 2)) && program=$i
       continue
     fi
     case "$word" in
@@ -105,6 +106,7 @@ _rlock() {
           command="$word"
         else
           ((positionals++))
+          ((positionals == 2)) && program=$i
         fi
         ;;
     esac
@@ -122,6 +124,12 @@ _rlock() {
   # `run NAME [--] COMMAND...`: after the name, complete the command to run
   # (`run -- NAME`: the name first).
   if [[ "$command" == run ]] && ((positionals >= 2 || (dashdash && positionals >= 1))); then
+    if ((positionals >= 2)) && declare -F _command_offset >/dev/null; then
+      # The command's own arguments, as bash-completion completes them
+      # (as sudo's are).
+      _command_offset "$program"
+      return 0
+    fi
     compopt -o filenames 2>/dev/null
     if ((positionals == 1)); then
       mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)

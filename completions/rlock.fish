@@ -6,13 +6,17 @@
 
 set -l __rlock_commands run acquire renew release status
 
-# Prints the command word and then the positionals typed after it (option
-# values skipped), one per line.
-function __rlock_words
+# Valued options: their value is not a positional.
+set -g __rlock_valued -u --url --prefix --user --password-file --sentinel-user \
+    --sentinel-password-file --replicas --cacert --cacertdir --cert --key --sni --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code \
+    -l --limit --owner -c --kill-after --min-hold --max-hold --token --token-file --holder
+
+# Scans the tokens typed before the cursor: prints the command word and then
+# the positionals (option values skipped), one per line, each as "w:WORD";
+# "--" once options end ("--" typed); "c" if `-c CMD` was given (run's
+# command is then a shell string, not positionals).
+function __rlock_scan
     set -l tokens (commandline -opc)
-    set -l valued -u --url --prefix --user --password-file --sentinel-user \
-        --sentinel-password-file --replicas --cacert --cacertdir --cert --key --sni --connect-timeout --config -t --ttl -w --wait --timeout -E --conflict-exit-code \
-        -l --limit --owner -c --kill-after --min-hold --max-hold --token --token-file --holder
     set -l skip 0
     set -l dashdash 0
     for token in $tokens[2..-1]
@@ -23,18 +27,25 @@ function __rlock_words
         if test $dashdash = 0
             if test "$token" = --
                 set dashdash 1
+                echo --
                 continue
             end
-            if contains -- $token $valued
+            if contains -- $token $__rlock_valued
+                test "$token" = -c; and echo c
                 set skip 1
                 continue
             end
             if string match -q -- '-*' $token
+                string match -qr -- '^(-c.+|--c=.*)$' $token; and echo c
                 continue
             end
         end
-        echo $token
+        echo w:$token
     end
+end
+
+function __rlock_words
+    __rlock_scan | string replace -rf '^w:' ''
 end
 
 function __rlock_no_command
@@ -55,7 +66,8 @@ function __rlock_wants_name
     return 1
 end
 
-# True once `run NAME` is typed: what follows is the command to run.
+# True once `run NAME` is typed: what follows is the command to run (file
+# names allowed).
 function __rlock_in_run_command
     set -l words (__rlock_words)
     test "$words[1]" = run; and test (count $words) -ge 2
@@ -63,8 +75,29 @@ end
 
 # True right after `run NAME` (or `run NAME --`): the program to run.
 function __rlock_run_wants_command
-    set -l words (__rlock_words)
+    set -l scan (__rlock_scan)
+    contains -- c $scan; and return 1
+    set -l words (string replace -rf '^w:' '' $scan)
     test "$words[1]" = run; and test (count $words) -eq 2
+end
+
+# True in the arguments of the command `run` runs (its program typed):
+# completed as that command's own.
+function __rlock_in_run_arguments
+    set -l scan (__rlock_scan)
+    contains -- c $scan; and return 1
+    set -l words (string replace -rf '^w:' '' $scan)
+    test "$words[1]" = run; and test (count $words) -ge 3
+end
+
+# True where rlock's options may be typed: not after "--", not in the
+# command `run` runs.
+function __rlock_options_here
+    set -l scan (__rlock_scan)
+    contains -- -- $scan; and return 1
+    set -l words (string replace -rf '^w:' '' $scan)
+    test "$words[1]" = run; and test (count $words) -ge 3; and return 1
+    return 0
 end
 
 function __rlock_lock_names
@@ -109,36 +142,37 @@ complete -c rlock -n __rlock_no_command -a renew -d 'Extend a lock held with TOK
 complete -c rlock -n __rlock_no_command -a release -d 'Release a lock (token or --force)'
 complete -c rlock -n __rlock_no_command -a status -d 'Show holders and waiters of locks'
 complete -c rlock -n __rlock_no_command -s V -l version -d 'Print version information'
-complete -c rlock -s h -l help -d 'Print help'
+complete -c rlock -n __rlock_options_here -s h -l help -d 'Print help'
 
 # Lock names, and the command to run after `run NAME`.
 complete -c rlock -n __rlock_wants_name -a '(__rlock_lock_names)' -d 'lock'
 complete -c rlock -n __rlock_run_wants_command -a '(__fish_complete_command)'
+complete -c rlock -n __rlock_in_run_arguments -f -a '(__fish_complete_subcommand --fcs-skip=3 -- $__rlock_valued)'
 
 # Global options (before or after the command).
-complete -c rlock -s u -l url -x -d 'Redis URL (redis://, rediss://, unix://, redis-sentinel://)'
-complete -c rlock -l prefix -x -d 'Key namespace (default rlock:)'
-complete -c rlock -l user -x -d 'ACL user name'
-complete -c rlock -l password-file -r -F -d 'Read the password from this file'
-complete -c rlock -l sentinel-user -x -d 'ACL user name for the Sentinels'
-complete -c rlock -l sentinel-password-file -r -F -d "Read the Sentinels' password from this file"
-complete -c rlock -l replicas -x -a 'all 0 1 2' -d 'Replicas that must acknowledge (default all)'
-complete -c rlock -l tls -d 'Use TLS'
-complete -c rlock -l cacert -r -F -d 'CA certificate file'
-complete -c rlock -l cacertdir -x -a '(__fish_complete_directories)' -d 'Directory of CA certificates'
-complete -c rlock -l cert -r -F -d 'Client certificate (PEM)'
-complete -c rlock -l key -r -F -d 'Client private key (PEM)'
-complete -c rlock -l sni -x -d 'TLS server name'
-complete -c rlock -l insecure -d "Don't verify the server's certificate"
-complete -c rlock -l connect-timeout -x -d 'Per connection attempt (default 2s)'
-complete -c rlock -l config -r -F -d 'Config file'
-complete -c rlock -l show-command -d 'Store full command lines in Redis (default: program names)'
-complete -c rlock -l json -d 'One JSON document on stdout'
-complete -c rlock -s v -l verbose -d 'More on stderr'
-complete -c rlock -s q -l quiet -d 'Less on stderr'
+complete -c rlock -n __rlock_options_here -s u -l url -x -d 'Redis URL (redis://, rediss://, unix://, redis-sentinel://)'
+complete -c rlock -n __rlock_options_here -l prefix -x -d 'Key namespace (default rlock:)'
+complete -c rlock -n __rlock_options_here -l user -x -d 'ACL user name'
+complete -c rlock -n __rlock_options_here -l password-file -r -F -d 'Read the password from this file'
+complete -c rlock -n __rlock_options_here -l sentinel-user -x -d 'ACL user name for the Sentinels'
+complete -c rlock -n __rlock_options_here -l sentinel-password-file -r -F -d "Read the Sentinels' password from this file"
+complete -c rlock -n __rlock_options_here -l replicas -x -a 'all 0 1 2' -d 'Replicas that must acknowledge (default all)'
+complete -c rlock -n __rlock_options_here -l tls -d 'Use TLS'
+complete -c rlock -n __rlock_options_here -l cacert -r -F -d 'CA certificate file'
+complete -c rlock -n __rlock_options_here -l cacertdir -x -a '(__fish_complete_directories)' -d 'Directory of CA certificates'
+complete -c rlock -n __rlock_options_here -l cert -r -F -d 'Client certificate (PEM)'
+complete -c rlock -n __rlock_options_here -l key -r -F -d 'Client private key (PEM)'
+complete -c rlock -n __rlock_options_here -l sni -x -d 'TLS server name'
+complete -c rlock -n __rlock_options_here -l insecure -d "Don't verify the server's certificate"
+complete -c rlock -n __rlock_options_here -l connect-timeout -x -d 'Per connection attempt (default 2s)'
+complete -c rlock -n __rlock_options_here -l config -r -F -d 'Config file'
+complete -c rlock -n __rlock_options_here -l show-command -d 'Store full command lines in Redis (default: program names)'
+complete -c rlock -n __rlock_options_here -l json -d 'One JSON document on stdout'
+complete -c rlock -n __rlock_options_here -s v -l verbose -d 'More on stderr'
+complete -c rlock -n __rlock_options_here -s q -l quiet -d 'Less on stderr'
 
 # Lock options (acquire and run).
-set -l __rlock_locking '__fish_seen_subcommand_from run acquire; and not __rlock_in_run_command'
+set -l __rlock_locking '__fish_seen_subcommand_from run acquire; and __rlock_options_here'
 complete -c rlock -n $__rlock_locking -s t -l ttl -x -d 'Lease length (default 30s)'
 complete -c rlock -n $__rlock_locking -s n -l nonblock -d 'Fail at once if the lock is busy'
 complete -c rlock -n $__rlock_locking -s w -l wait -x -d 'Give up waiting after DURATION'
@@ -149,7 +183,7 @@ complete -c rlock -n $__rlock_locking -s l -l limit -x -d 'Counting semaphore: u
 complete -c rlock -n $__rlock_locking -l owner -x -d 'Free text shown by status'
 
 # Run options.
-set -l __rlock_running '__fish_seen_subcommand_from run; and not __rlock_in_run_command'
+set -l __rlock_running '__fish_seen_subcommand_from run; and __rlock_options_here'
 complete -c rlock -n $__rlock_running -s c -x -a '(__fish_complete_command)' -d 'Run CMD with /bin/sh -c'
 complete -c rlock -n $__rlock_running -l kill-after -x -d 'Grace between SIGTERM and SIGKILL'
 complete -c rlock -n $__rlock_running -l min-hold -x -d 'Keep the lock at least DURATION'

@@ -95,6 +95,19 @@ expect bash "rlock status --cacert $work/files/ser" "$work/files/server.pem"
 expect bash "rlock run job -- true" "true"
 # After `run --` comes the name (one that starts with '-'), not a file.
 expect bash "rlock run -- n" "nightly-report"
+# run's options after the name too, until the command's word.
+expect bash "rlock run job --w" "--wait"
+# With bash-completion loaded (as in an interactive shell), the command's
+# own arguments are completed as that command's: here ls' options.
+if [[ -r /usr/share/bash-completion/bash_completion ]]; then
+  checked=$((checked + 1))
+  got="$(bash -c 'source /usr/share/bash-completion/bash_completion 2>/dev/null
+    source "$1/completions/rlock.bash"
+    COMP_WORDS=(rlock run job -w 5s ls --almost-al); COMP_CWORD=6
+    COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
+    _rlock 2>/dev/null; printf "%s\n" "${COMPREPLY[@]}"' _ "$REPO")"
+  [[ "$got" == "--almost-all" ]] || fail "bash: 'rlock run job -w 5s ls --almost-al' offered [${got//$'\n'/|}], expected [--almost-all]"
+fi
 echo "bash: $checked completions checked (commands, options per command, files, lock names from a live server)"
 
 # --- zsh and fish -------------------------------------------------------------------
@@ -112,6 +125,10 @@ if command -v fish >/dev/null; then
   expect fish "rlock acquire --t" "--timeout${nl}--tls${nl}--ttl" "rlock acquire --t"
   expect fish "rlock status ''" "build cache${nl}deploy-prod${nl}nightly-report" "rlock status "
   expect fish "rlock release --force n" "nightly-report" "rlock release --force n"
+  # run's options after the name, and the command's own after its word.
+  expect fish "rlock run job --w" "--wait" "rlock run job --w"
+  expect fish "rlock run job -w 5s ls --almost-al" "--almost-all" "rlock run job -w 5s ls --almost-al"
+  expect fish "rlock run job -- --w" "" "rlock run job -- --w"
   echo "fish: completions/rlock.fish parses; $((checked - before)) completions checked"
 else
   echo "fish: not installed, completions/rlock.fish not checked"
