@@ -73,21 +73,26 @@ function __rlock_in_run_command
     test "$words[1]" = run; and test (count $words) -ge 2
 end
 
-# True right after `run NAME` (or `run NAME --`): the program to run.
-function __rlock_run_wants_command
+# Prints how many words `run` has (its name, the program, its arguments);
+# fails for another command, or `run -c CMD` (no program then).
+function __rlock_run_count
     set -l scan (__rlock_scan)
     contains -- c $scan; and return 1
     set -l words (string replace -rf '^w:' '' $scan)
-    test "$words[1]" = run; and test (count $words) -eq 2
+    test "$words[1]" = run; or return 1
+    math (count $words) - 1
+end
+
+# True right after `run NAME` (or `run NAME --`): the program to run.
+function __rlock_run_wants_command
+    test "$(__rlock_run_count)" = 1
 end
 
 # True in the arguments of the command `run` runs (its program typed):
 # completed as that command's own.
 function __rlock_in_run_arguments
-    set -l scan (__rlock_scan)
-    contains -- c $scan; and return 1
-    set -l words (string replace -rf '^w:' '' $scan)
-    test "$words[1]" = run; and test (count $words) -ge 3
+    set -l n (__rlock_run_count); or return 1
+    test $n -ge 2
 end
 
 # True where rlock's options may be typed: not after "--", not in the
