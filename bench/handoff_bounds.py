@@ -15,6 +15,13 @@ interleaved blocks, each block against its own idle round trip:
   least+no-confirm  both
   floor          a plain LPUSH waking a BLPOP (bench.py's floor)
 
+and, with rlock_bench_loop built (bench/lock_loop.cpp, --turns), the same
+turns through the binary's own C++ client, each against the C++ idle round
+trip of its block, so that no Python is in those figures:
+
+  C++ rlock      LockClient's acquire and release, as `rlock` runs them
+  C++ floor      LPUSH -> BLPOP over rlock's connection code
+
 Never asserts anything; see bench/README.md ("How far a handoff could go").
 """
 
@@ -22,6 +29,7 @@ import argparse
 import os
 import socket
 import statistics
+import subprocess
 import time
 
 import bench
@@ -113,12 +121,49 @@ def handoff(srv, sha, pipelined, rounds):
     return statistics.median(lat)
 
 
+def _turn_times(lines):
+    held, released = [], []
+    for line in lines:
+        what, at = line.split()
+        (held if what == "held" else released).append(float(at))
+    return held, released
+
+
+def cpp_turns(loop, srv, kind, rounds):
+    """The median handoff (us) of two rlock_bench_loop --turns processes."""
+    url = f"redis://127.0.0.1:{srv.port}/0"
+    ps = [subprocess.Popen([loop, "--turns", kind, url, f"bounds-{kind}", str(rounds), first],
+                           stdout=subprocess.PIPE, text=True) for first in ("1", "0")]
+    held, released = [], []
+    for p in ps:
+        out, _ = p.communicate(timeout=120)
+        if p.returncode != 0:
+            raise SystemExit(f"rlock_bench_loop --turns {kind} failed")
+        h, r = _turn_times(out.splitlines())
+        held += h
+        released += r
+    return statistics.median(bench.latencies(sorted(released), sorted(held)))
+
+
+def cpp_rtt(loop, srv, n=100):
+    """The median idle PING (us) over rlock's connection code, 10 ms apart."""
+    out = subprocess.run([loop, "--turns", "ping", f"redis://127.0.0.1:{srv.port}/0", "ping",
+                          str(n), "1"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    return statistics.median(float(line.split()[1]) for line in out.splitlines())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blocks", type=int, default=7)
     ap.add_argument("--handoffs", type=int, default=100, help="handoffs per protocol per block")
+    ap.add_argument("--loop", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                   "build", "rlock_bench_loop"),
+                    help="rlock_bench_loop for the C++ rows (default build/rlock_bench_loop)")
     a = ap.parse_args()
+    cpp = os.access(a.loop, os.X_OK)
+    if not cpp:
+        print(f"(no {a.loop}: build the rlock_bench_loop target for the C++ columns)")
     srv = bench.Server()
     try:
         raw = RawClient(srv.port)
@@ -127,7 +172,8 @@ def main():
         kinds = [("rlock", full, True), ("no-confirm", full, False),
                  ("least-release", least, True), ("least+no-confirm", least, False)]
         names = [k[0] for k in kinds] + ["floor"]
-        rows = []
+        cpp_names = ["C++ rlock", "C++ floor"] if cpp else []
+        rows, cpp_rows = [], []
         print(f"{a.blocks} blocks of (idle PING x100, then {a.handoffs} handoffs of each), us")
         print(f"{'block':>5} {'idle RTT':>9} " + " ".join(f"{n:>17}" for n in names))
         for b in range(a.blocks):
@@ -135,14 +181,25 @@ def main():
             row = [handoff(srv, sha, pipelined, a.handoffs) for _, sha, pipelined in kinds]
             row.append(statistics.median(bench.notification_floor(srv, a.handoffs)))
             rows.append((idle, row))
-            print(f"{b + 1:>5} {idle:>7.0f}us " + " ".join(f"{v:>15.0f}us" for v in row),
-                  flush=True)
+            line = f"{b + 1:>5} {idle:>7.0f}us " + " ".join(f"{v:>15.0f}us" for v in row)
+            if cpp:
+                cidle = cpp_rtt(a.loop, srv)
+                crow = [cpp_turns(a.loop, srv, kind, a.handoffs) for kind in ("rlock", "floor")]
+                cpp_rows.append((cidle, crow))
+                line += f" | C++ RTT {cidle:.0f}us " + " ".join(f"{v:>9.0f}us" for v in crow)
+            print(line, flush=True)
         print(f"{'median':>5} {statistics.median(i for i, _ in rows):>7.0f}us " +
               " ".join(f"{statistics.median(r[k] for _, r in rows):>15.0f}us"
                        for k in range(len(names))))
         print(f"{'/RTT':>5} {'':>9} " +
               " ".join(f"{statistics.median(r[k] / i for i, r in rows):>17.2f}"
                        for k in range(len(names))) + "   (median of each block's ratio)")
+        if cpp:
+            print(f"C++ client: idle RTT {statistics.median(i for i, _ in cpp_rows):.0f}us; " +
+                  ", ".join(f"{n} {statistics.median(r[k] for _, r in cpp_rows):.0f}us = "
+                            f"{statistics.median(r[k] / i for i, r in cpp_rows):.2f} RTT"
+                            for k, n in enumerate(cpp_names)) +
+                  f"; handoff / floor {statistics.median(r[0] / r[1] for _, r in cpp_rows):.2f}")
     finally:
         srv.stop()
 
