@@ -451,6 +451,22 @@ std::vector<std::pair<CLI::App*, Action>> register_commands(CLI::App& app, Conte
   return commands;
 }
 
+/// Appends option word `arg` to `out`: `--name=` (an empty value) as
+/// `--name` and "", since CLI11 would take the next word as its value
+/// (`--owner= --shared` took "--shared" as the owner and the lock as
+/// exclusive).
+void push_option_word(const CLI::App& root, const CLI::App* sub, const std::string& arg,
+                      std::vector<std::string>& out) {
+  const std::string name = arg.substr(0, arg.size() - 1);
+  if (arg.size() > 3 && arg.starts_with("--") && arg.back() == '=' &&
+      name.find('=') == std::string::npos && consumes_next(root, sub, name)) {
+    out.push_back(name);
+    out.emplace_back();
+    return;
+  }
+  out.push_back(arg);
+}
+
 Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::string> args) {
   CommandLine line;
   // A line that asks for help gets it (CLI11 prints it before any error).
@@ -460,10 +476,19 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
     help = help || arg == "-h" || arg == "--help";
   }
   // The global options before the command word, checked as the ones after.
+  std::vector<size_t> empty_values;
   for (size_t j = 0; j < args.size() && args[j] != "--" && is_option_word(app, nullptr, args[j]);
        ++j) {
     if (auto bad = check_option_word(app, nullptr, args[j], help)) return std::unexpected(*bad);
+    if (args[j].ends_with('=')) empty_values.push_back(j);
     if (consumes_next(app, nullptr, args[j])) ++j;
+  }
+  // Each `--name=` among them as `--name ""` (see push_option_word).
+  for (auto k = empty_values.rbegin(); k != empty_values.rend(); ++k) {
+    std::vector<std::string> pushed;
+    push_option_word(app, nullptr, args[*k], pushed);
+    args.erase(args.begin() + static_cast<std::ptrdiff_t>(*k));
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(*k), pushed.begin(), pushed.end());
   }
   const size_t i = command_index(app, args);
   if (i >= args.size()) return CommandLine{std::move(args), {}};
@@ -486,7 +511,7 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
       options_ended = true;
     } else if (!options_ended && is_option_word(app, sub, arg)) {
       if (auto bad = check_option_word(app, sub, arg, help)) return std::unexpected(*bad);
-      line.args.push_back(arg);
+      push_option_word(app, sub, arg, line.args);
       if (consumes_next(app, sub, arg)) {
         // The last word: CLI11 would take the "--" added before the
         // positionals below as its value (run NAME -c ran `sh -c --`);

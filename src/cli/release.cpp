@@ -26,6 +26,12 @@ Action register_release(CLI::App& command, Context& context) {
   token_file->excludes(force);
   return [&context, o]() -> int {
     if (auto ok = lock::validate_name(o->name); !ok) return report(ok.error());
+    // An empty id (an unset variable in a script) must not widen to every
+    // holder, which is what --force alone means.
+    if (o->holder && o->holder->empty())
+      return report(Error{Error::Code::usage,
+                          "--holder: the id is empty ('rlock status NAME' shows each holder's id; "
+                          "--force without --holder evicts every holder)"});
     auto token = o->token.read(context);
     if (!token) return report(token.error());
     if (!*token && !o->force)

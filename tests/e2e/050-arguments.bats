@@ -258,3 +258,21 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   refute_stderr --partial "$token"
   refute_stderr --partial s3cret
 }
+
+@test "arguments: --option= is an empty value, never the next word" {
+  # --owner= took --shared as the owner, and the lock was taken exclusive.
+  rl 0 acquire args-empty --owner= --shared -t 30s --json
+  assert_equal "$(json 'd["mode"]')" shared
+  rl 0 status args-empty --json
+  assert_equal "$(json '[h["owner"] for h in d["holders"]]')" '[""]'
+  rl 0 acquire args-empty --shared -n
+  # Before the command word too (the command word was taken as the prefix).
+  rl 0 --prefix= --json status
+  # And the empty value gets the option's own check.
+  rl 64 acquire args-empty-ttl --ttl=
+  assert_equal "$stderr" "rlock: error: --ttl: invalid duration '': empty (use e.g. 1500ms, 30s, 5m, 1h30m, 0.5)"
+  rl 64 release args-empty --force --holder=
+  assert_stderr --regexp "^rlock: error: --holder: the id is empty"
+  rl 0 status args-empty --json
+  assert_equal "$(json 'len(d["holders"])')" 2
+}

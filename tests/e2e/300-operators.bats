@@ -209,6 +209,17 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   rl 0 acquire pool -l 2 -n
 }
 
+@test "release --force --holder '': an empty id (an unset variable) evicts nobody: exit 64" {
+  rl 0 acquire emptied -l 3
+  rl 0 acquire emptied -l 3
+  local id=""
+  rl_usage_error release emptied --force --holder "$id"
+  assert_equal "$stderr" "rlock: error: --holder: the id is empty ('rlock status NAME' shows each holder's id; --force without --holder evicts every holder)"
+  rl_usage_error --json release emptied --force --holder "$id"
+  rl 0 status emptied --json
+  assert_equal "$(json 'len(d["holders"])')" 2
+}
+
 @test "release --force --holder: an unknown id evicts nobody and exits 1" {
   rl 0 acquire kept -l 2
   rl 1 release kept --force --holder 00000000

@@ -40,6 +40,18 @@ TEST(SplitCommandLine, RunCommandStartsAtTheSecondPositional) {
   EXPECT_EQ(dashed.operands, (Words{"cmd"}));
 }
 
+TEST(SplitCommandLine, AnEmptyValueAfterAnEqualsSignIsAWordOfItsOwn) {
+  Commands c;
+  auto line = c.split({"--url=", "acquire", "--owner=", "--shared", "n", "--ttl=5s"});
+  EXPECT_EQ(line.args,
+            (Words{"--url", "", "acquire", "--owner", "", "--shared", "--ttl=5s", "--", "n"}));
+  // A flag with '=' is left to the check that says it takes no value, and
+  // the command's words stay verbatim.
+  auto run = c.split({"run", "n", "--owner=", "echo", "--owner="});
+  EXPECT_EQ(run.args, (Words{"run", "--owner", "", "--", "n"}));
+  EXPECT_EQ(run.operands, (Words{"echo", "--owner="}));
+}
+
 TEST(SplitCommandLine, StatusNamesAreOperandsVerbatim) {
   Commands c;
   auto line = c.split({"status", "[a,b]", "-u", "redis://h", "++", "--", "-x"});
