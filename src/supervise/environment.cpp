@@ -1,6 +1,8 @@
 #include "supervise/environment.h"
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <optional>
 
 #include "redis/url.h"
@@ -60,17 +62,35 @@ std::vector<HeldLock> parse_held(std::string_view value) {
   return out;
 }
 
+namespace {
+
+/// An entry rlock cannot parse (another client's URL: `?timeout=5`,
+/// `valkey://`) is passed on as it is only when nothing in it can be a
+/// secret: no user information (`@`) and no word like a password or token
+/// in its options.
+bool plainly_public(std::string_view entry) {
+  if (entry.find("://") == std::string_view::npos || entry.find('@') != std::string_view::npos)
+    return false;
+  std::string lower(entry);
+  std::ranges::transform(lower, lower.begin(),
+                         [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return std::ranges::none_of(std::array{"pass", "pw", "auth", "secret", "token", "cred"},
+                              [&](const char* word) { return lower.contains(word); });
+}
+
+}  // namespace
+
 std::string without_passwords(std::string_view list) {
   std::string out;
   // By deployment, not by comma: `redis-sentinel://:pw@s1,s2#m` is one URL.
   for (const auto& entry : redis::split_deployments(list)) {
     if (entry.empty()) continue;
     auto url = redis::parse_url(entry);
-    // An entry we cannot parse may still hold a password somewhere: drop
+    // An entry we cannot parse that may hold a password somewhere: drop
     // the whole variable rather than guess.
-    if (!url) return "";
+    if (!url && !plainly_public(entry)) return "";
     if (!out.empty()) out += ',';
-    out += url->password ? url->redacted() : entry;
+    out += url && url->password ? url->redacted() : entry;
   }
   return out;
 }

@@ -210,6 +210,19 @@ wait_held() {
   stop_redis
 }
 
+@test "run: another client's REDIS_URL that rlock cannot read reaches the command when it holds no secret" {
+  # RLOCK_URL names the server: REDIS_URL is the job's own setting.
+  local url
+  for url in 'redis://cache:6379/0?timeout=5' 'valkey://cache:6379'; do
+    REDIS_URL="$url" rl 0 run env-url -- sh -c 'echo "${REDIS_URL-unset}"'
+    assert_output "$url"
+  done
+  for url in 'redis://:s3cret@cache:6379/0?timeout=5' 'redis://cache/0?password=s3cret'; do
+    REDIS_URL="$url" rl 0 run env-url -- sh -c 'echo "${REDIS_URL-unset}"'
+    assert_output unset
+  done
+}
+
 # --- nesting -------------------------------------------------------------------------
 
 @test "run: a nested run of the same lock runs at once and releases once" {

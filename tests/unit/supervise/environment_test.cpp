@@ -90,6 +90,21 @@ TEST(ChildEnvironment, DropsAUrlListItCannotParse) {
   EXPECT_FALSE(has_name(env, "RLOCK_URL"));
 }
 
+TEST(ChildEnvironment, PassesOnAnotherClientsUrlThatHoldsNoSecret) {
+  // rlock cannot parse them, but nothing in them can be a password.
+  for (const char* url : {"redis://cache:6379/0?timeout=5", "valkey://cache:6379", "REDIS://cache",
+                          "redis://cache:6379/0#x"}) {
+    auto env = child_environment({std::string("REDIS_URL=") + url}, k_hold);
+    EXPECT_TRUE(has(env, std::string("REDIS_URL=") + url)) << url;
+  }
+  // What may hold one still goes: user information, a password option.
+  for (const char* url : {"redis://:pw@cache:6379/0?timeout=5", "valkey://u:pw@cache",
+                          "redis://cache/0?password=pw", "redis://cache/0?Auth=pw", "cache:6379"}) {
+    auto env = child_environment({std::string("REDIS_URL=") + url}, k_hold);
+    EXPECT_FALSE(has_name(env, "REDIS_URL")) << url;
+  }
+}
+
 TEST(WithoutPasswords, CleansEveryEntryOfAList) {
   EXPECT_EQ(without_passwords("redis://:p1@h1:1/0,redis://u:p2@h2:2/0"),
             "redis://h1:1/0,redis://u@h2:2/0");
