@@ -501,6 +501,30 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     }
     settings.servers.push_back(std::move(options));
   }
+  // A TLS option on the command line with no TLS URL: the user meant TLS,
+  // and would otherwise send the password in the clear, unverified. (One
+  // from the config file may serve its other URLs: it is not an error.)
+  if (std::ranges::none_of(settings.servers, [](const auto& s) { return s.tls.enabled; })) {
+    const char* given = cli.cacert                     ? "--cacert"
+                        : cli.cacertdir                ? "--cacertdir"
+                        : cli.cert                     ? "--cert"
+                        : cli.key                      ? "--key"
+                        : cli.sni                      ? "--sni"
+                        : cli.insecure.value_or(false) ? "--insecure"
+                                                       : nullptr;
+    if (given && !settings.servers.empty()) {
+      const redis::Url& url = settings.servers.front().url;
+      if (url.scheme == redis::Url::Scheme::unix_socket)
+        return fail(Error::Code::usage,
+                    fmt::format("{} is a TLS option, and {} is a unix socket, which rlock does "
+                                "not use TLS over: leave {} out",
+                                given, url.redacted(), given));
+      return fail(Error::Code::usage,
+                  fmt::format("{} is a TLS option, but {} is plain text: use rediss:// or --tls "
+                              "(or leave {} out)",
+                              given, url.redacted(), given));
+    }
+  }
   return settings;
 }
 

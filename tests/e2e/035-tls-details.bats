@@ -56,6 +56,22 @@ setup() {
   assert_stderr --partial 'probably not a TLS port'
 }
 
+@test "tls: a TLS option on the command line with a plain-text URL is a usage error, not a plain connection" {
+  # It sent AUTH in the clear to whatever answered: the user meant TLS.
+  local option
+  for option in "--cacert=$TLS_DIR/ca.pem" "--cacertdir=$TLS_DIR" "--sni=localhost" --insecure; do
+    rl_usage_error -u "redis://127.0.0.1:$REDIS_PORT" "$option" acquire tls-opt -n
+    assert_stderr --regexp "^rlock: error: --[a-z]+ is a TLS option, but redis://127.0.0.1:$REDIS_PORT/0 is plain text: use rediss:// or --tls"
+  done
+  rl 1 status tls-opt
+  # With --tls it is TLS; a cacert from the config file may serve its other
+  # URLs, so a plain URL given with it is no error.
+  rl 0 -u "redis://localhost:$NOSAN_PORT" --tls --insecure status
+  printf 'cacert = %s\n' "$TLS_DIR/ca.pem" >"$BATS_TEST_TMPDIR/rlock.conf"
+  chmod 600 "$BATS_TEST_TMPDIR/rlock.conf"
+  rl 0 --config "$BATS_TEST_TMPDIR/rlock.conf" -u "redis://127.0.0.1:$REDIS_PORT" acquire tls-opt -n
+}
+
 @test "tls: an encrypted --key without a terminal is refused with a clear message (77)" {
   # setsid: no controlling terminal, as under cron or systemd.
   run --separate-stderr timeout -k 5 "$RL_TIMEOUT" setsid -w "$RLOCK" \
