@@ -20,6 +20,7 @@
 #include "supervise/fd.h"
 #include "util/duration.h"
 #include "util/number.h"
+#include "util/trust.h"
 
 namespace rlock::config {
 
@@ -135,15 +136,7 @@ Result<std::string> read_trusted_file(const std::string& path, std::string_view 
   // /dev/null is everyone's to write and says nothing (`--config
   // /dev/null`: no config file at all).
   if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) return std::string{};
-  if (st.st_uid != 0 && st.st_uid != geteuid())
-    return fail(Error::Code::config,
-                fmt::format("refusing {} '{}': it is owned by another user (uid {}), who could "
-                            "change it; make it yours or root's (chown)",
-                            what, path, st.st_uid));
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return fail(Error::Code::config,
-                fmt::format("refusing {} '{}': others can write it; fix: chmod go-w '{}'", what,
-                            path, path));
+  if (auto refused = untrusted(st, what, path)) return std::unexpected(*refused);
   if (secret && (st.st_mode & S_IROTH))
     warnings.push_back(
         fmt::format("{} '{}' is readable by others; fix: chmod o-r '{}'", what, path, path));

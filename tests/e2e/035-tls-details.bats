@@ -72,6 +72,41 @@ setup() {
   rl 0 --config "$BATS_TEST_TMPDIR/rlock.conf" -u "redis://127.0.0.1:$REDIS_PORT" acquire tls-opt -n
 }
 
+@test "tls: a CA file or directory, client certificate or key that others could change is refused (78)" {
+  # Whoever can write the trust store can make rlock trust their server.
+  local d="$BATS_TEST_TMPDIR/trust" hash
+  mkdir -m 700 "$d" "$d/cadir"
+  cp "$TLS_DIR/ca.pem" "$TLS_DIR/client.pem" "$TLS_DIR/client.key" "$d/"
+  hash="$(openssl x509 -hash -noout -in "$d/ca.pem")"
+  cp "$d/ca.pem" "$d/cadir/$hash.0"
+  chmod 644 "$d/ca.pem" "$d/client.pem" "$d/cadir/$hash.0"
+  chmod 600 "$d/client.key"
+  local tls=(-u "rediss://127.0.0.1:$REQUIRED_PORT" --cert "$d/client.pem" --key "$d/client.key")
+  rl 0 "${tls[@]}" --cacert "$d/ca.pem" status
+  rl 0 "${tls[@]}" --cacertdir "$d/cadir" status
+  local file
+  for file in ca.pem client.pem client.key; do
+    chmod g+w "$d/$file"
+    rl 78 "${tls[@]}" --cacert "$d/ca.pem" status
+    assert_stderr "rlock: error: refusing $(case $file in ca.pem) echo 'CA certificate file' ;; client.pem) echo 'TLS client certificate' ;; *) echo 'TLS client key' ;; esac) '$d/$file': others can write it; fix: chmod go-w '$d/$file'"
+    chmod g-w "$d/$file"
+  done
+  chmod o+w "$d/cadir"
+  rl 78 "${tls[@]}" --cacertdir "$d/cadir" status
+  assert_stderr --partial "refusing CA certificate directory '$d/cadir': others can write it"
+  chmod o-w "$d/cadir"
+  chmod o+w "$d/cadir/$hash.0"
+  rl 78 "${tls[@]}" --cacertdir "$d/cadir" status
+  assert_stderr --partial "refusing CA certificate '$d/cadir/$hash.0'"
+  chmod o-w "$d/cadir/$hash.0"
+  # Another user's file (root's is trusted): that user could change it.
+  if [[ "$(id -u)" == 0 ]] && id nobody >/dev/null 2>&1; then
+    chown nobody "$d/ca.pem"
+    rl 78 "${tls[@]}" --cacert "$d/ca.pem" status
+    assert_stderr --regexp "^rlock: error: refusing CA certificate file '$d/ca.pem': it is owned by another user \(uid [0-9]+\)"
+  fi
+}
+
 @test "tls: an encrypted --key without a terminal is refused with a clear message (77)" {
   # setsid: no controlling terminal, as under cron or systemd.
   run --separate-stderr timeout -k 5 "$RL_TIMEOUT" setsid -w "$RLOCK" \

@@ -1,0 +1,22 @@
+#pragma once
+/// Files that decide whom rlock trusts (its config, password and token
+/// files, the CA certificates it verifies servers with, its client key): a
+/// user who can change one can steal the password or make rlock talk to
+/// their own server, so such a file must be this user's or root's, and
+/// nobody else's to write.
+
+#include <sys/stat.h>
+
+#include <optional>
+#include <string_view>
+
+#include "util/error.h"
+
+namespace rlock {
+
+/// An error (Code::config, exit 78) naming `what` and `path` when the file
+/// or directory `st` describes is owned by another user (not root) or
+/// writable by its group or others; nullopt when it is safe to trust.
+std::optional<Error> untrusted(const struct stat& st, std::string_view what, std::string_view path);
+
+}  // namespace rlock
