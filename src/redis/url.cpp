@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 
@@ -53,7 +54,28 @@ std::string redact_text(std::string_view text) {
   const std::size_t query = text.find('?', at == std::string_view::npos || at < start ? start : at);
   if (query != std::string_view::npos) text = text.substr(0, query);
   const std::size_t colon = text.find(':', start);
-  if (at == std::string_view::npos || at < start || colon == std::string_view::npos || colon > at) {
+  if (at == std::string_view::npos || at < start) {
+    // No user info, but a "port" that is not a number may be a password
+    // typed without its `@host` (`redis://:secret`, `redis://user:secret`).
+    const std::size_t end = std::min(text.find_first_of("/#", start), text.size());
+    std::size_t from = start;
+    shown = text.substr(0, start);
+    while (from <= end) {
+      const std::size_t comma = std::min(text.find(',', from), end);
+      std::string_view host = text.substr(from, comma - from);
+      const std::size_t bracket = host.starts_with('[') ? host.find(']') : 0;
+      const std::size_t port = host.find(':', bracket == std::string_view::npos ? 0 : bracket);
+      if (port != std::string_view::npos && port + 1 < host.size() &&
+          !std::all_of(host.begin() + static_cast<std::ptrdiff_t>(port) + 1, host.end(),
+                       [](char c) { return c >= '0' && c <= '9'; }))
+        host = host.substr(0, port + 1), shown += fmt::format("{}...", host);
+      else
+        shown += host;
+      if (comma < end) shown += ',';
+      from = comma + 1;
+    }
+    shown += text.substr(end);
+  } else if (colon == std::string_view::npos || colon > at) {
     shown = text;
   } else {
     // Without a user, the '@' goes too: `redis://:secret@host` → `redis://host`.

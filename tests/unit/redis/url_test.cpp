@@ -287,12 +287,21 @@ TEST(UrlRedaction, ShowsEveryHostAndTheMasterButNoPassword) {
 TEST(UrlRedaction, AnInvalidUrlIsShownWithoutPasswordOrQuery) {
   for (const char* text :
        {"redis://h:99999/0?password=Xpw2", "unix:///tmp/x.sock?db=0&password=Xpw",
-        "redis://:Xpw@h:99999/0", "redis://u:Xpw@h:99999?db=1", "redis://:a?Xpw@h:99999/0"}) {
+        "redis://:Xpw@h:99999/0", "redis://u:Xpw@h:99999?db=1", "redis://:a?Xpw@h:99999/0",
+        // A password typed without its @host reads as a port: not shown.
+        "redis://:Xpw", "redis://user:Xpw", "redis://h:1,h2:Xpw/0"}) {
     auto url = parse_url(text);
     ASSERT_FALSE(url.has_value()) << text;
     EXPECT_EQ(url.error().message.find("Xpw"), std::string::npos) << url.error().message;
     EXPECT_NE(url.error().message.find("invalid URL "), std::string::npos) << url.error().message;
   }
+}
+
+TEST(UrlRedaction, APortThatIsANumberStaysInTheMessage) {
+  auto url = parse_url("redis://h:99999/0");
+  ASSERT_FALSE(url.has_value());
+  EXPECT_EQ(url.error().message,
+            "invalid URL redis://h:99999/0: port must be a number from 1 to 65535");
 }
 
 TEST(UrlDeployments, EntriesWithASchemeStartADeployment) {
