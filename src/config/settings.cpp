@@ -409,10 +409,16 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
   const bool insecure = first_set(cli.insecure, file.insecure).value_or(false);
   if (insecure &&
       (first_set(cli.cacert, file.cacert) || first_set(cli.cacertdir, file.cacertdir))) {
-    if (cli.insecure || cli.cacert || cli.cacertdir)
+    if (cli.insecure)
       return fail(Error::Code::usage,
                   "--insecure (no verification) cannot be combined with --cacert or --cacertdir "
                   "(verify with this CA)");
+    // The CA comes from the command line, insecure from the file: say so.
+    if (cli.cacert || cli.cacertdir)
+      return fail(Error::Code::usage,
+                  fmt::format("{} cannot be combined with insecure = yes from {} (no "
+                              "verification): remove that line to verify with this CA",
+                              cli.cacert ? "--cacert" : "--cacertdir", file.insecure_origin));
     return fail(Error::Code::config,
                 fmt::format("{}: insecure = yes cannot be combined with cacert or cacertdir",
                             file.insecure_origin));
@@ -497,6 +503,11 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
   // A TLS option on the command line with no TLS URL: the user meant TLS,
   // and would otherwise send the password in the clear, unverified. (One
   // from the config file may serve its other URLs: it is not an error.)
+  // One warning once, not once per quorum member whose URL it concerns.
+  std::vector<std::string> said;
+  for (auto& warning : settings.warnings)
+    if (std::ranges::find(said, warning) == said.end()) said.push_back(std::move(warning));
+  settings.warnings = std::move(said);
   if (std::ranges::none_of(settings.servers, [](const auto& s) { return s.tls.enabled; })) {
     const char* given = cli.cacert                     ? "--cacert"
                         : cli.cacertdir                ? "--cacertdir"

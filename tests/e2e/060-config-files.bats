@@ -166,3 +166,18 @@ tls = yes")"
   # Given on the command line, it is a usage error as before.
   rl 64 --config /dev/null --cert /etc/hostname status x
 }
+
+@test "config: insecure = yes in the file and --cacert on the command line: the message names the file's line" {
+  local file
+  file="$(conf "insecure = yes")"
+  rl_usage_error --config "$file" -u "rediss://127.0.0.1:$REDIS_PORT" --cacert /etc/hostname status x
+  assert_equal "$stderr" "rlock: error: --cacert cannot be combined with insecure = yes from $file:1 (no verification): remove that line to verify with this CA"
+}
+
+@test "config: a warning about several quorum members' URLs is said once" {
+  rl 69 -u "redis://:pw@127.0.0.1:1/0" -u "redis://:pw@127.0.0.1:2/0" -u "redis://:pw@127.0.0.1:3/0" \
+    --connect-timeout 1s status
+  local warnings
+  warnings="$(grep -c '^rlock: warning: using a password on the command line' <<<"$stderr")"
+  assert_equal "$warnings" 1
+}
