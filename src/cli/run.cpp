@@ -276,17 +276,21 @@ int lost(const std::string& name, const supervise::Loss& loss) {
   return static_cast<int>(ExitStatus::lost);
 }
 
-/// The command's status, except when rlock was told to stop (signal N) and
-/// the command died from a signal (the forwarded one or our SIGKILL): then
-/// 128+N, as if rlock itself had been killed by N. With the terminal given
+/// The command's status, except when rlock was told to stop and the
+/// command died of a signal N rlock passed on to it: then 128+N, as if
+/// rlock itself had been killed by N; of rlock's SIGKILL after
+/// --kill-after: the same for the signal that started the stop. A death by
+/// a signal from elsewhere (the OOM killer) is reported as that signal. With the terminal given
 /// to the command, a Ctrl-C or Ctrl-\ reaches the command alone: when it
 /// dies of it, rlock's group gets it too and rlock dies of it
 /// (exit_by_signal_of_terminal), as they would have beside the command in
 /// one foreground group, so that a calling shell stops there.
 int exit_status(const supervise::Outcome& outcome, bool gave_terminal) {
-  if (outcome.signal && WIFSIGNALED(outcome.wait_status)) {
-    exit_by_signal(outcome.signal);
-    return 128 + outcome.signal;
+  if (outcome.signal && outcome.died_of_ours()) {
+    const int died_of = WTERMSIG(outcome.wait_status);
+    const int as = died_of == SIGKILL && outcome.killed ? outcome.signal : died_of;
+    exit_by_signal(as);
+    return 128 + as;
   }
   if (gave_terminal && WIFSIGNALED(outcome.wait_status))
     exit_by_signal_of_terminal(WTERMSIG(outcome.wait_status));

@@ -53,6 +53,7 @@ Outcome Supervisor::run() {
     if (m_kill_at && !m_killed_at && now >= *m_kill_at) {
       m_child.signal_group(SIGKILL);
       m_killed_at = now;
+      m_outcome.killed = true;
     }
     // Once the group is killed, what of the command had left it and came
     // to rlock when its parent died (a nested rlock's command) goes too.
@@ -69,6 +70,12 @@ Outcome Supervisor::run() {
   return m_outcome;
 }
 
+bool Outcome::died_of_ours() const {
+  if (!WIFSIGNALED(wait_status)) return false;
+  const int sig = WTERMSIG(wait_status);
+  return (sig == SIGKILL && killed) || (sig < 64 && (passed_on >> sig & 1) != 0);
+}
+
 void Supervisor::on_signal(int sig, Deadline now) {
   if (sig == SIGCHLD) return;  // reaped (and stops noted) at the top of the loop
   if (sig == SIGCONT) {
@@ -81,6 +88,7 @@ void Supervisor::on_signal(int sig, Deadline now) {
   const bool group_left = !m_wait_status || m_child.group_exists();
   if (group_left) m_child.signal_group(sig);
   if (!is_terminating(sig)) return;
+  if (group_left) m_outcome.passed_on |= std::uint64_t{1} << sig;
   // A stopped command acts on it only once continued.
   if (group_left) m_child.signal_group(SIGCONT);
   if (!m_outcome.signal) m_outcome.signal = sig;

@@ -17,6 +17,7 @@
 /// be reached: SIGTERM (with SIGCONT), exit 79. Any other stop (SIGSTOP,
 /// or no terminal) leaves rlock running and renewing, as before.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -44,6 +45,15 @@ struct Outcome {
   int wait_status = 0;       // of the command
   std::optional<Loss> loss;  // set: exit 79
   int signal = 0;            // the first terminating signal rlock got, or 0
+  /// The terminating signals rlock passed on to the command (bit N for
+  /// signal N), and whether it sent SIGKILL after --kill-after: a command
+  /// that dies of a signal from anywhere else (the OOM killer, a kill
+  /// from outside) is not reported as the one rlock was told to stop by.
+  std::uint64_t passed_on = 0;
+  bool killed = false;
+  /// True when the command died of a signal rlock passed on, or of its
+  /// SIGKILL.
+  bool died_of_ours() const;
 };
 
 class Supervisor {

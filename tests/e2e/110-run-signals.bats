@@ -38,6 +38,28 @@ teardown() {
   rl 1 status pass
 }
 
+@test "run: a command that outlives a signal and then dies of another is reported as that other" {
+  # It traps SIGINT and carries on; then dies of a SIGTERM passed on (143),
+  # or of a SIGKILL from elsewhere, say the OOM killer (137): not 130.
+  local end
+  for end in TERM KILL; do
+    rm -f "$M/ready" "$M/int"
+    bg_rlock job run outlives --kill-after 10s -- bash -c \
+      "trap 'touch \"$M/int\"' INT; echo \$\$ >'$M/cmd.pid'; touch '$M/ready'; while :; do sleep 0.1; done"
+    wait_for_file "$M/ready"
+    kill -INT "$(<"$M/job.pid")"
+    wait_for_file "$M/int"
+    if [[ "$end" == TERM ]]; then
+      kill -TERM "$(<"$M/job.pid")"
+      bg_wait job 143 5
+    else
+      kill -KILL "$(<"$M/cmd.pid")"
+      bg_wait job 137 5
+    fi
+    rl 1 status outlives
+  done
+}
+
 # ctrl_c_script NAME RLOCK-ARGS...: runs `rlock ARGS; echo AFTER` in a bash
 # script of its own session, sends SIGINT to the script's whole process
 # group (Ctrl-C in a terminal, a CI job's cancel) once lock NAME has a
