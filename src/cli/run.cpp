@@ -359,9 +359,10 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   lock::LockClient* followed = (*heartbeat)->client_after_stop();
   lock::LockClient& parting = followed && !(*heartbeat)->beat().failure ? *followed : client;
   if (outcome.loss) {
+    bool released = false;
     switch (outcome.loss->cause) {
       case supervise::LossCause::max_hold:
-        (void)parting.release(name, hold.grant.token);
+        released = parting.release(name, hold.grant.token).has_value();
         break;
       case supervise::LossCause::unreachable:
         // The lease is at its end, but a renewal the heartbeat sent may
@@ -375,6 +376,9 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
       case supervise::LossCause::not_owner:
         break;  // nothing of ours is left to release
     }
+    // The command ran: --json says how it ended, and why the lock went.
+    print_summary(context, name,
+                  {hold.grant, outcome.wait_status, held, released, &outcome.loss->reason});
     return lost(name, *outcome.loss);
   }
   const bool released = give_back(context, parting, name, hold, timing);

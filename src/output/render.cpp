@@ -267,7 +267,8 @@ Result<void> print_ran(const std::string& name, const RunSummary& run) {
              {"exit_code", exited ? Json(WEXITSTATUS(run.wait_status)) : Json()},
              {"signal", WIFSIGNALED(run.wait_status) ? Json(WTERMSIG(run.wait_status)) : Json()},
              {"held_ms", static_cast<long long>(run.held.count())},
-             {"released", run.released}});
+             {"released", run.released},
+             {"lost", run.lost ? Json(*run.lost) : Json()}});
 }
 
 Result<void> print_forced(const std::string& name, const std::vector<lock::HolderView>& evicted,

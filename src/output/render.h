@@ -49,6 +49,7 @@ struct RunSummary {
   int wait_status = 0;  // waitpid's
   Millis held{0};
   bool released = false;
+  const std::string* lost = nullptr;  // why the lock was lost (exit 79), or none
 };
 [[nodiscard]] Result<void> print_ran(const std::string& name, const RunSummary& run);
 /// `release --force`: whom it evicted.

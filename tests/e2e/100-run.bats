@@ -310,6 +310,7 @@ wait_held() {
   assert_equal "$(json 'd["exit_code"]')" 0
   assert_equal "$(json 'd["signal"]')" null
   assert_equal "$(json 'd["released"]')" true
+  assert_equal "$(json 'd["lost"]')" null
   assert_equal "$(json 'type(d["fence"]).__name__, type(d["held_ms"]).__name__')" "('int', 'int')"
   [[ "$(json 'd["id"]')" =~ ^[0-9a-f]{8}$ ]]
   rl 1 status json-run

@@ -44,6 +44,17 @@ timed_command() {
   fi
 }
 
+@test "run --json: a lock lost while the command ran still gets its document, saying why" {
+  bg_rlock job --json run forced-json -t 3s -- bash -c "$(timed_command)"
+  wait_for_file "$M/ready"
+  rl 0 release forced-json --force
+  bg_wait job 79 5
+  assert_json
+  assert_equal "$(json 'd["name"], d["exit_code"], d["signal"], d["released"]')" "('forced-json', 143, None, False)"
+  assert_equal "$(json 'd["lost"] is None')" false
+  assert_stderr --partial "rlock: error: lost lock 'forced-json': $(json 'd["lost"]')"
+}
+
 @test "run: a frozen server: the command gets SIGTERM before the lease could expire" {
   local ttl_ms=2000 stop_ns trap_ns
   bg_rlock job run frozen -t 2s -- bash -c "$(timed_command)"
