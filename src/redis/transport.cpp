@@ -697,9 +697,11 @@ Result<std::size_t> Transport::try_read(std::span<char> buffer) {
     return 0;
   }
   const ssize_t got = recv(m_fd.get(), buffer.data(), buffer.size(), 0);
-  if (got > 0) return static_cast<std::size_t>(got);
-  if (got == 0) return failure(Error::Code::unreachable, "connection closed by the server");
-  if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
+  if (got > 0) {
+    m_answered = true;
+    return static_cast<std::size_t>(got);
+  }
+  if (got == 0 || !would_block(errno)) return dropped(got == 0 ? 0 : errno);
   m_events = POLLIN;
   return 0;
 }
@@ -820,6 +822,13 @@ std::unexpected<Error> Transport::closed(std::string_view reason) const {
   return failure(Error::Code::unreachable, reason);
 }
 
+std::unexpected<Error> Transport::dropped(int error) const {
+  std::string reason = error == 0 ? "connection closed by the server" : system_message(error);
+  // A TLS-only port drops a plain-text request without a word.
+  if (!m_answered) reason += " before any reply (if that is a TLS port: rediss:// or --tls)";
+  return failure(Error::Code::unreachable, reason);
+}
+
 std::unexpected<Error> Transport::failure(Error::Code code, std::string_view reason) const {
   return fail(code,
               fmt::format("{}{}: {}", m_connected ? "" : "cannot connect to ", m_name, reason));
@@ -911,9 +920,11 @@ Result<std::size_t> Transport::read_some(std::span<char> buffer, const TimeLimit
       continue;
     }
     const ssize_t got = recv(m_fd.get(), buffer.data(), buffer.size(), 0);
-    if (got > 0) return static_cast<std::size_t>(got);
-    if (got == 0) return failure(Error::Code::unreachable, "connection closed by the server");
-    if (!would_block(errno)) return failure(Error::Code::unreachable, system_message(errno));
+    if (got > 0) {
+      m_answered = true;
+      return static_cast<std::size_t>(got);
+    }
+    if (got == 0 || !would_block(errno)) return dropped(got == 0 ? 0 : errno);
     if (auto waited = wait(POLLIN, limit); !waited) return std::unexpected(waited.error());
   }
 }

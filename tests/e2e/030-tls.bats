@@ -29,6 +29,11 @@ setup() {
   rl 0 -u "redis://127.0.0.1:$OPTIONAL_PORT" --tls --cacert "$TLS_DIR/ca.pem" acquire tls-flag
 }
 
+@test "tls: redis:// against a TLS-only port says it may be one (69), not only 'connection reset'" {
+  rl 69 -u "redis://127.0.0.1:$OPTIONAL_PORT" acquire plain-to-tls -n
+  assert_stderr --regexp "^rlock: error: redis://127.0.0.1:$OPTIONAL_PORT/0: .* before any reply \(if that is a TLS port: rediss:// or --tls\)$"
+}
+
 @test "tls: a server certificate from an untrusted CA exits 77" {
   rl 77 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacert "$TLS_DIR/other-ca.pem" acquire tls -n
   assert_stderr --regexp '^rlock: error: '
