@@ -400,8 +400,12 @@ std::optional<Error> untrusted_files(const TlsOptions& tls) {
     if (auto refused = check(tls.cacert, "CA certificate file")) return refused;
     if (auto refused = check(tls.cacertdir, "CA certificate directory")) return refused;
     if (!tls.cacertdir.empty()) {
-      std::error_code ignored;
-      for (const auto& entry : std::filesystem::directory_iterator(tls.cacertdir, ignored)) {
+      // Without exceptions: a directory that cannot be listed is reported
+      // when OpenSSL looks into it.
+      std::error_code error;
+      for (std::filesystem::directory_iterator it(tls.cacertdir, error), end; !error && it != end;
+           it.increment(error)) {
+        const auto& entry = *it;
         const std::string name = entry.path().filename().string();
         const bool hashed = name.size() >= 10 && name[8] == '.' &&
                             std::all_of(name.begin(), name.begin() + 8,
