@@ -280,7 +280,8 @@ int lost(const std::string& name, const supervise::Loss& loss) {
 /// command died of a signal N rlock passed on to it: then 128+N, as if
 /// rlock itself had been killed by N; of rlock's SIGKILL after
 /// --kill-after: the same for the signal that started the stop. A death by
-/// a signal from elsewhere (the OOM killer) is reported as that signal. With the terminal given
+/// a signal from elsewhere (the OOM killer) is reported as that signal.
+/// With the terminal given
 /// to the command, a Ctrl-C or Ctrl-\ reaches the command alone: when it
 /// dies of it, rlock's group gets it too and rlock dies of it
 /// (exit_by_signal_of_terminal), as they would have beside the command in

@@ -500,14 +500,14 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     }
     settings.servers.push_back(std::move(options));
   }
-  // A TLS option on the command line with no TLS URL: the user meant TLS,
-  // and would otherwise send the password in the clear, unverified. (One
-  // from the config file may serve its other URLs: it is not an error.)
   // One warning once, not once per quorum member whose URL it concerns.
   std::vector<std::string> said;
   for (auto& warning : settings.warnings)
     if (std::ranges::find(said, warning) == said.end()) said.push_back(std::move(warning));
   settings.warnings = std::move(said);
+  // A TLS option on the command line with no TLS URL: the user meant TLS,
+  // and would otherwise send the password in the clear, unverified. (One
+  // from the config file may serve its other URLs: it is not an error.)
   if (std::ranges::none_of(settings.servers, [](const auto& s) { return s.tls.enabled; })) {
     const char* given = cli.cacert                     ? "--cacert"
                         : cli.cacertdir                ? "--cacertdir"

@@ -120,11 +120,11 @@ class Transport {
   Result<void> wait(short events, const TimeLimit& limit) const;
   /// After a TLS call returned `result`: waits as OpenSSL asks, or fails.
   Result<void> ssl_wait(int result, const TimeLimit& limit) const;
-  /// "cannot connect to URL: reason" before the handshake is done, then
-  /// "URL: reason".
   /// A plain-text connection closed (`error` 0) or broken (errno) by the
   /// server, said with a hint when no reply was ever read on it.
   std::unexpected<Error> dropped(int error) const;
+  /// "cannot connect to URL: reason" before the handshake is done, then
+  /// "URL: reason".
   std::unexpected<Error> failure(Error::Code code, std::string_view reason) const;
   /// A TLS connection closed or reset: an authentication failure when it is
   /// the server refusing our client certificate, else unreachable.

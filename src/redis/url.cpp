@@ -57,24 +57,20 @@ std::string redact_text(std::string_view text) {
   if (at == std::string_view::npos || at < start) {
     // No user info, but a "port" that is not a number may be a password
     // typed without its `@host` (`redis://:secret`, `redis://user:secret`).
+    // Nothing after such a port is shown: the password may hold a '/'.
     const std::size_t end = std::min(text.find_first_of("/#", start), text.size());
-    std::size_t from = start;
-    shown = text.substr(0, start);
-    while (from <= end) {
+    for (std::size_t from = start; from <= end;) {
       const std::size_t comma = std::min(text.find(',', from), end);
-      std::string_view host = text.substr(from, comma - from);
+      const std::string_view host = text.substr(from, comma - from);
       const std::size_t bracket = host.starts_with('[') ? host.find(']') : 0;
       const std::size_t port = host.find(':', bracket == std::string_view::npos ? 0 : bracket);
       if (port != std::string_view::npos && port + 1 < host.size() &&
           !std::all_of(host.begin() + static_cast<std::ptrdiff_t>(port) + 1, host.end(),
                        [](char c) { return c >= '0' && c <= '9'; }))
-        host = host.substr(0, port + 1), shown += fmt::format("{}...", host);
-      else
-        shown += host;
-      if (comma < end) shown += ',';
+        return fmt::format("{}...", text.substr(0, from + port + 1));
       from = comma + 1;
     }
-    shown += text.substr(end);
+    shown = text;
   } else if (colon == std::string_view::npos || colon > at) {
     shown = text;
   } else {
