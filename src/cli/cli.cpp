@@ -360,7 +360,18 @@ Error unknown_option(const CLI::App* sub, const std::string& shown) {
       if (name.starts_with(shown) && std::find(begun.begin(), begun.end(), name) == begun.end())
         begun.push_back(name);
     std::sort(begun.begin(), begun.end());
-    if (!begun.empty() && begun.size() <= 3) {
+    // A typo that also begins another: --tl begins --tls, and is one edit
+    // from --ttl (acquire's own first).
+    std::vector<std::string> typo;
+    for (const auto& name : mine)
+      if (!begun.empty() && std::find(begun.begin(), begun.end(), name) == begun.end() &&
+          std::find(typo.begin(), typo.end(), name) == typo.end() &&
+          edit_distance(shown.substr(2), std::string_view(name).substr(2)) == 1)
+        typo.push_back(name);
+    typo.insert(typo.end(), begun.begin(), begun.end());
+    if (!begun.empty() && typo.size() <= 3) {
+      hint = fmt::format("; did you mean {}?", one_of(typo));
+    } else if (!begun.empty() && begun.size() <= 3) {
       hint = fmt::format("; did you mean {}?", one_of(begun));
     } else if (begun.empty()) {
       // One edit for a short name (--tll), two for a longer one: beyond

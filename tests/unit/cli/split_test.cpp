@@ -84,6 +84,12 @@ TEST(SplitCommandLine, UnknownOptionIsNamedWithoutItsValueAndTheClosestSuggested
   EXPECT_EQ(typo.error().code, Error::Code::usage);
   EXPECT_EQ(typo.error().message,
             "unknown option '--tll'; did you mean '--ttl'? (see 'rlock acquire --help')");
+  // A prefix of one option and a typo of another: both, the command's own
+  // first.
+  auto both = split_command_line(c.app, {"acquire", "--tl", "5s", "x"});
+  ASSERT_FALSE(both.has_value());
+  EXPECT_EQ(both.error().message,
+            "unknown option '--tl'; did you mean '--ttl' or '--tls'? (see 'rlock acquire --help')");
   // A global option the root was not given is still suggested.
   auto global = split_command_line(c.app, {"status", "--jsno"});
   ASSERT_FALSE(global.has_value());
