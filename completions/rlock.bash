@@ -29,17 +29,17 @@ _rlock_command_opts() {
 # Lock names under the prefix, from the server the typed options point at.
 # Only the connection options are passed on, so nothing else is changed.
 _rlock_lock_names() {
-  local bin="${COMP_WORDS[0]}" i word conn=()
+  local bin="${words[0]}" i word conn=()
   # shellcheck disable=SC2088  # a literal "~/" typed on the command line
   if [[ "$bin" == "~/"* ]]; then bin="$HOME/${bin#\~/}"; fi
   if ! type -P "$bin" >/dev/null 2>&1; then bin=rlock; fi
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    word="${COMP_WORDS[i]}"
+  for ((i = 1; i < cword; i++)); do
+    word="${words[i]}"
     case "$word" in
       -u | --url | --prefix | --user | --password-file | --sentinel-user | \
         --sentinel-password-file | --cacert | --cacertdir | --cert | --key | --sni | \
         --connect-timeout | --config)
-        if ((i + 1 < COMP_CWORD)); then conn+=("$word" "${COMP_WORDS[i + 1]}"); fi
+        if ((i + 1 < cword)); then conn+=("$word" "${words[i + 1]}"); fi
         ((i++))
         ;;
       --url=* | --prefix=* | --user=* | --password-file=* | --sentinel-user=* | \
@@ -55,10 +55,33 @@ _rlock_lock_names() {
     -e 's/\\\\/\\/g'
 }
 
+# The index in COMP_WORDS where word $1 of `words` begins: bash splits a
+# word at '=' and ':' (`--ttl=5s`, a URL), `words` has it whole.
+_rlock_raw_index() {
+  local j=0 i=0 piece=""
+  while ((j < $1 && i < ${#COMP_WORDS[@]})); do
+    piece+="${COMP_WORDS[i]}"
+    ((i++))
+    if [[ "$piece" == "${words[j]}" ]]; then
+      piece=""
+      ((j++))
+    fi
+  done
+  echo "$i"
+}
+
 _rlock() {
-  local cur="${COMP_WORDS[COMP_CWORD]}" prev=""
+  local cur="${COMP_WORDS[COMP_CWORD]}" prev="" words cword
   ((COMP_CWORD > 0)) && prev="${COMP_WORDS[COMP_CWORD - 1]}"
   COMPREPLY=()
+  # The words as typed, an option's "=value" and a URL's ":port" included
+  # (bash-completion's helper); without it, as bash split them.
+  if declare -F _get_comp_words_by_ref >/dev/null; then
+    _get_comp_words_by_ref -n =: words cword
+  else
+    words=("${COMP_WORDS[@]}")
+    cword=$COMP_CWORD
+  fi
 
   # The value of an option: files where a file is wanted, nothing to guess
   # for durations, numbers and free text.
@@ -89,8 +112,8 @@ _rlock() {
 
   # Find the command word and the positionals typed after it.
   local i word command="" positionals=0 dashdash=0 program=0
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    word="${COMP_WORDS[i]}"
+  for ((i = 1; i < cword; i++)); do
+    word="${words[i]}"
     if ((dashdash)); then
       ((positionals++))
       ((positionals == 2)) && program=$i
@@ -99,7 +122,11 @@ _rlock() {
     case "$word" in
       --) [[ "$command" == run ]] && dashdash=1 ;;
       -*)
-        if [[ " ${_rlock_valued//$'\n'/ } " == *" $word "* ]]; then ((i++)); fi
+        if [[ " ${_rlock_valued//$'\n'/ } " == *" $word "* ]]; then
+          ((i++))
+        elif [[ "$word" =~ ^-[A-Za-z]{2,}$ && " ${_rlock_valued//$'\n'/ } " == *" -${word: -1} "* ]]; then
+          ((i++)) # a cluster whose last letter takes a value: -nt 5s
+        fi
         ;;
       *)
         if [[ -z "$command" ]]; then
@@ -127,7 +154,7 @@ _rlock() {
     if ((positionals >= 2)) && declare -F _command_offset >/dev/null; then
       # The command's own arguments, as bash-completion completes them
       # (as sudo's are).
-      _command_offset "$program"
+      _command_offset "$(_rlock_raw_index "$program")"
       return 0
     fi
     compopt -o filenames 2>/dev/null

@@ -12,14 +12,17 @@ set -g __rlock_valued -u --url --prefix --user --password-file --sentinel-user \
     -l --limit --owner -c --kill-after --min-hold --max-hold --token --token-file --holder
 
 # Scans the tokens typed before the cursor: prints the command word and then
-# the positionals (option values skipped), one per line, each as "w:WORD";
+# the positionals (option values skipped), one per line, each as
+# "w:INDEX:WORD" (INDEX: its place among the tokens, the first being 1);
 # "--" once options end ("--" typed); "c" if `-c CMD` was given (run's
 # command is then a shell string, not positionals).
 function __rlock_scan
     set -l tokens (commandline -opc)
     set -l skip 0
     set -l dashdash 0
+    set -l i 1
     for token in $tokens[2..-1]
+        set i (math $i + 1)
         if test $skip = 1
             set skip 0
             continue
@@ -27,25 +30,32 @@ function __rlock_scan
         if test $dashdash = 0
             if test "$token" = --
                 set dashdash 1
-                echo --
+                printf '%s\n' --
                 continue
             end
             if contains -- $token $__rlock_valued
-                test "$token" = -c; and echo c
+                test "$token" = -c; and printf '%s\n' c
+                set skip 1
+                continue
+            end
+            # A cluster of letters whose last one takes a value (-nt 5s).
+            if string match -qr -- '^-[A-Za-z]{2,}$' $token
+                and contains -- -(string sub -s -1 -- $token) $__rlock_valued
+                string match -qr -- 'c$' $token; and printf '%s\n' c
                 set skip 1
                 continue
             end
             if string match -q -- '-*' $token
-                string match -qr -- '^(-c.+|--c=.*)$' $token; and echo c
+                string match -qr -- '^(-c.+|--c=.*)$' $token; and printf '%s\n' c
                 continue
             end
         end
-        echo w:$token
+        printf 'w:%s:%s\n' $i $token
     end
 end
 
 function __rlock_words
-    __rlock_scan | string replace -rf '^w:' ''
+    __rlock_scan | string replace -rf '^w:[0-9]+:' ''
 end
 
 function __rlock_no_command
@@ -78,7 +88,7 @@ end
 function __rlock_run_count
     set -l scan (__rlock_scan)
     contains -- c $scan; and return 1
-    set -l words (string replace -rf '^w:' '' $scan)
+    set -l words (string replace -rf '^w:[0-9]+:' '' $scan)
     test "$words[1]" = run; or return 1
     math (count $words) - 1
 end
@@ -95,12 +105,21 @@ function __rlock_in_run_arguments
     test $n -ge 2
 end
 
+# The command `run` runs, from its program to the cursor, completed as that
+# command's own (git's subcommands, ls' options).
+function __rlock_complete_run_arguments
+    set -l program (__rlock_scan | string match -r '^w:.*')[3]
+    set -l at (string split -f2 : -- $program)
+    set -l tokens (commandline -opc)
+    complete -C (string join ' ' -- (string escape -- $tokens[$at..-1]) (commandline -ct))
+end
+
 # True where rlock's options may be typed: not after "--", not in the
 # command `run` runs.
 function __rlock_options_here
     set -l scan (__rlock_scan)
     contains -- -- $scan; and return 1
-    set -l words (string replace -rf '^w:' '' $scan)
+    set -l words (string replace -rf '^w:[0-9]+:' '' $scan)
     test "$words[1]" = run; and test (count $words) -ge 3; and return 1
     return 0
 end
@@ -152,7 +171,7 @@ complete -c rlock -n __rlock_options_here -s h -l help -d 'Print help'
 # Lock names, and the command to run after `run NAME`.
 complete -c rlock -n __rlock_wants_name -a '(__rlock_lock_names)' -d 'lock'
 complete -c rlock -n __rlock_run_wants_command -a '(__fish_complete_command)'
-complete -c rlock -n __rlock_in_run_arguments -f -a '(__fish_complete_subcommand --fcs-skip=3 -- $__rlock_valued)'
+complete -c rlock -n __rlock_in_run_arguments -f -a '(__rlock_complete_run_arguments)'
 
 # Global options (before or after the command).
 complete -c rlock -n __rlock_options_here -s u -l url -x -d 'Redis URL (redis://, rediss://, unix://, redis-sentinel://)'

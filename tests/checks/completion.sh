@@ -100,13 +100,30 @@ expect bash "rlock run job --w" "--wait"
 # With bash-completion loaded (as in an interactive shell), the command's
 # own arguments are completed as that command's: here ls' options.
 if [[ -r /usr/share/bash-completion/bash_completion ]]; then
-  checked=$((checked + 1))
-  got="$(bash -c 'source /usr/share/bash-completion/bash_completion 2>/dev/null
-    source "$1/completions/rlock.bash"
-    COMP_WORDS=(rlock run job -w 5s ls --almost-al); COMP_CWORD=6
-    COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
-    _rlock 2>/dev/null; printf "%s\n" "${COMPREPLY[@]}"' _ "$REPO")"
-  [[ "$got" == "--almost-all" ]] || fail "bash: 'rlock run job -w 5s ls --almost-al' offered [${got//$'\n'/|}], expected [--almost-all]"
+  # complete_loaded LINE WORD...: _rlock's candidates in a bash that has
+  # bash-completion loaded, COMP_WORDS as bash splits LINE (at '=' and ':').
+  complete_loaded() {
+    bash -c 'source /usr/share/bash-completion/bash_completion 2>/dev/null
+      source "$1/completions/rlock.bash"
+      COMP_LINE="$2"; COMP_POINT=${#COMP_LINE}; shift 2
+      COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=()
+      _rlock 2>/dev/null; printf "%s\n" "${COMPREPLY[@]}" | LC_ALL=C sort' _ "$REPO" "$@"
+  }
+  expect_loaded() {
+    local want="$1" got
+    shift
+    checked=$((checked + 1))
+    got="$(complete_loaded "$@")"
+    [[ "$got" == "$want" ]] || fail "bash (bash-completion): '$1' offered [${got//$'\n'/|}], expected [${want//$'\n'/|}]"
+  }
+  expect_loaded --almost-all "rlock run job -w 5s ls --almost-al" rlock run job -w 5s ls --almost-al
+  # An option's =value and a URL's :port are split by bash: still one word.
+  expect_loaded --almost-all "rlock run --ttl=5s job ls --almost-al" \
+    rlock run --ttl = 5s job ls --almost-al
+  expect_loaded --wait "rlock run --owner=me job --w" rlock run --owner = me job --w
+  expect_loaded --almost-all "rlock run -nt 5s job ls --almost-al" rlock run -nt 5s job ls --almost-al
+  expect_loaded "build\\ cache${nl}deploy-prod${nl}nightly-report" "rlock -u $RLOCK_URL status " \
+    rlock -u redis : //127.0.0.1 : "$port/0" status ""
 fi
 echo "bash: $checked completions checked (commands, options per command, files, lock names from a live server)"
 
@@ -129,6 +146,8 @@ if command -v fish >/dev/null; then
   expect fish "rlock run job --w" "--wait" "rlock run job --w"
   expect fish "rlock run job -w 5s ls --almost-al" "--almost-all" "rlock run job -w 5s ls --almost-al"
   expect fish "rlock run job -- --w" "" "rlock run job -- --w"
+  expect fish "rlock run job -- ls --almost-al" "--almost-all" "rlock run job -- ls --almost-al"
+  expect fish "rlock run -nt 5s job ls --almost-al" "--almost-all" "rlock run -nt 5s job ls --almost-al"
   echo "fish: completions/rlock.fish parses; $((checked - before)) completions checked"
 else
   echo "fish: not installed, completions/rlock.fish not checked"
