@@ -61,16 +61,16 @@ complete_bash() {
 
 # expect SHELL "WORDS" "EXPECTED CANDIDATES (newline-separated, sorted)"
 expect() {
-  local shell="$1" words="$2" want="$3" got
+  local shell="$1" typed="$2" want="$3" got
   checked=$((checked + 1))
   if [[ "$shell" == bash ]]; then
-    eval "got=\"\$(complete_bash $words)\""
+    eval "got=\"\$(complete_bash $typed)\""
   else
     got="$(cd "$work/files/.." && fish -c "source '$REPO/completions/rlock.fish'; complete -C \"$4\"" |
       cut -f1 | LC_ALL=C sort)"
   fi
   if [[ "$got" != "$want" ]]; then
-    fail "$shell: '$words' offered [${got//$'\n'/|}], expected [${want//$'\n'/|}]"
+    fail "$shell: '$typed' offered [${got//$'\n'/|}], expected [${want//$'\n'/|}]"
   fi
 }
 
