@@ -66,15 +66,32 @@ namespace {
 
 /// An entry rlock cannot parse (another client's URL: `?timeout=5`,
 /// `valkey://`) is passed on as it is only when nothing in it can be a
-/// secret: no user information (`@`) and no word like a password or token
-/// in its options.
+/// secret: no user information (`@`), every host named with a numeric port
+/// or none (`redis://:secret` is a password typed without its `@host`), and
+/// no word like a password, key or token after the scheme.
 bool plainly_public(std::string_view entry) {
-  if (entry.find("://") == std::string_view::npos || entry.find('@') != std::string_view::npos)
-    return false;
-  std::string lower(entry);
+  const std::size_t scheme = entry.find("://");
+  if (scheme == std::string_view::npos || entry.find('@') != std::string_view::npos) return false;
+  const std::string_view rest = entry.substr(scheme + 3);
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  const auto digits = [](std::string_view text) {
+    return !text.empty() &&
+           std::ranges::all_of(text, [](unsigned char c) { return std::isdigit(c) != 0; });
+  };
+  for (std::size_t from = 0; from <= authority.size();) {
+    const std::size_t comma = std::min(authority.find(',', from), authority.size());
+    const std::string_view host = authority.substr(from, comma - from);
+    const std::size_t bracket = host.starts_with('[') ? host.find(']') : 0;
+    if (bracket == std::string_view::npos) return false;
+    const std::size_t colon = host.find(':', bracket);
+    if (colon == 0 || host.empty()) return false;  // no host: what follows may be a password
+    if (colon != std::string_view::npos && !digits(host.substr(colon + 1))) return false;
+    from = comma + 1;
+  }
+  std::string lower(rest);
   std::ranges::transform(lower, lower.begin(),
                          [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return std::ranges::none_of(std::array{"pass", "pw", "auth", "secret", "token", "cred"},
+  return std::ranges::none_of(std::array{"pass", "pw", "auth", "secret", "token", "cred", "key"},
                               [&](const char* word) { return lower.contains(word); });
 }
 

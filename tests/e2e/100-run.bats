@@ -217,7 +217,7 @@ wait_held() {
     REDIS_URL="$url" rl 0 run env-url -- sh -c 'echo "${REDIS_URL-unset}"'
     assert_output "$url"
   done
-  for url in 'redis://:s3cret@cache:6379/0?timeout=5' 'redis://cache/0?password=s3cret'; do
+  for url in 'redis://:s3cret@cache:6379/0?timeout=5' 'redis://cache/0?password=s3cret' 'redis://:s3cret'; do
     REDIS_URL="$url" rl 0 run env-url -- sh -c 'echo "${REDIS_URL-unset}"'
     assert_output unset
   done

@@ -289,7 +289,8 @@ TEST(UrlRedaction, AnInvalidUrlIsShownWithoutPasswordOrQuery) {
        {"redis://h:99999/0?password=Xpw2", "unix:///tmp/x.sock?db=0&password=Xpw",
         "redis://:Xpw@h:99999/0", "redis://u:Xpw@h:99999?db=1", "redis://:a?Xpw@h:99999/0",
         // A password typed without its @host reads as a port: not shown.
-        "redis://:Xpw", "redis://user:Xpw", "redis://h:1,h2:Xpw/0", "redis://:a/Xpw"}) {
+        "redis://:Xpw", "redis://user:Xpw", "redis://h:1,h2:Xpw/0", "redis://:a/Xpw",
+        "redis://:Xpw,more", "redis://:123Xpw"}) {
     auto url = parse_url(text);
     ASSERT_FALSE(url.has_value()) << text;
     EXPECT_EQ(url.error().message.find("Xpw"), std::string::npos) << url.error().message;

@@ -98,8 +98,13 @@ TEST(ChildEnvironment, PassesOnAnotherClientsUrlThatHoldsNoSecret) {
     EXPECT_TRUE(has(env, std::string("REDIS_URL=") + url)) << url;
   }
   // What may hold one still goes: user information, a password option.
-  for (const char* url : {"redis://:pw@cache:6379/0?timeout=5", "valkey://u:pw@cache",
-                          "redis://cache/0?password=pw", "redis://cache/0?Auth=pw", "cache:6379"}) {
+  for (const char* url :
+       {"redis://:pw@cache:6379/0?timeout=5", "valkey://u:pw@cache", "redis://cache/0?password=pw",
+        "redis://cache/0?Auth=pw", "cache:6379",
+        // A password typed without its @host, in every place it can go.
+        "redis://:hunter2", "redis://default:hunter2", "unix://:hunter2",
+        "redis-sentinel://:hunter2", "redis://[::1]:hunter2", "redis://cache:6379,:hunter2",
+        "redis://:Zx9!kq", "redis://:123456", "redis://h/0?key=SECRET"}) {
     auto env = child_environment({std::string("REDIS_URL=") + url}, k_hold);
     EXPECT_FALSE(has_name(env, "REDIS_URL")) << url;
   }
