@@ -500,6 +500,16 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     }
     settings.servers.push_back(std::move(options));
   }
+  // A TLS file others could change is a config error (78) before any
+  // connection, as the config file itself: through a Sentinel or a quorum
+  // it would otherwise read as every node out of reach (69).
+  for (const auto& server : settings.servers) {
+    const auto& tls = server.tls;
+    if (!tls.enabled) continue;
+    if (auto refused =
+            untrusted_tls_files(tls.cacert, tls.cacertdir, tls.cert, tls.key, !tls.insecure))
+      return std::unexpected(*refused);
+  }
   // One warning once, not once per quorum member whose URL it concerns.
   std::vector<std::string> said;
   for (auto& warning : settings.warnings)

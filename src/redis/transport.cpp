@@ -22,7 +22,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -384,45 +383,12 @@ int passphrase_callback(char* buffer, int size, int writing, void* asked_without
 
 using Context = std::shared_ptr<SSL_CTX>;
 
-/// The files the options name that decide whom rlock trusts, refused (78)
-/// when another user could change one (util/trust.h): with a CA file or
-/// directory others can write, anyone on the machine could make rlock
-/// trust their server and send it the password. In a CA directory, the
-/// directory and the hashed names OpenSSL looks up (`1a2b3c4d.0`).
-std::optional<Error> untrusted_files(const TlsOptions& tls) {
-  const auto check = [](const std::string& path, std::string_view what) -> std::optional<Error> {
-    struct stat st {};
-    // One that is not there is reported as such when it is loaded.
-    if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
-    return untrusted(st, what, path);
-  };
-  if (!tls.insecure) {
-    if (auto refused = check(tls.cacert, "CA certificate file")) return refused;
-    if (auto refused = check(tls.cacertdir, "CA certificate directory")) return refused;
-    if (!tls.cacertdir.empty()) {
-      // Without exceptions: a directory that cannot be listed is reported
-      // when OpenSSL looks into it.
-      std::error_code error;
-      for (std::filesystem::directory_iterator it(tls.cacertdir, error), end; !error && it != end;
-           it.increment(error)) {
-        const auto& entry = *it;
-        const std::string name = entry.path().filename().string();
-        const bool hashed = name.size() >= 10 && name[8] == '.' &&
-                            std::all_of(name.begin(), name.begin() + 8,
-                                        [](unsigned char c) { return std::isxdigit(c) != 0; });
-        if (!hashed) continue;
-        if (auto refused = check(entry.path().string(), "CA certificate")) return refused;
-      }
-    }
-  }
-  if (auto refused = check(tls.cert, "TLS client certificate")) return refused;
-  return check(tls.key, "TLS client key");
-}
-
 /// A TLS context as the options ask: verification on unless --insecure.
 /// Unreadable certificate files are the user's mistake: a usage error.
 Result<Context> make_context(const TlsOptions& tls) {
-  if (auto refused = untrusted_files(tls)) return std::unexpected(*refused);
+  if (auto refused =
+          untrusted_tls_files(tls.cacert, tls.cacertdir, tls.cert, tls.key, !tls.insecure))
+    return std::unexpected(*refused);
   Context context(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
   if (!context) throw std::bad_alloc();
   // Redis speaks TLS 1.2 and 1.3; anything older is broken.

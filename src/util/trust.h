@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "util/error.h"
@@ -18,5 +19,15 @@ namespace rlock {
 /// or directory `st` describes is owned by another user (not root) or
 /// writable by its group or others; nullopt when it is safe to trust.
 std::optional<Error> untrusted(const struct stat& st, std::string_view what, std::string_view path);
+
+/// The files that decide whom rlock trusts over TLS, each checked as
+/// untrusted() does: with `verify`, the CA file and directory (or, when
+/// neither is given, those OpenSSL's SSL_CERT_FILE and SSL_CERT_DIR name)
+/// and the hashed names it looks up in a directory (`1a2b3c4d.0`); the
+/// client certificate and key. One that is not there is left to the
+/// loading to report.
+std::optional<Error> untrusted_tls_files(const std::string& cacert, const std::string& cacertdir,
+                                         const std::string& cert, const std::string& key,
+                                         bool verify);
 
 }  // namespace rlock

@@ -98,7 +98,21 @@ setup() {
   chmod o+w "$d/cadir/$hash.0"
   rl 78 "${tls[@]}" --cacertdir "$d/cadir" status
   assert_stderr --partial "refusing CA certificate '$d/cadir/$hash.0'"
+  # OpenSSL's own variables, when no CA option is given.
+  SSL_CERT_DIR="$d/cadir" rl 78 "${tls[@]}" status
+  assert_stderr --partial "refusing CA certificate '$d/cadir/$hash.0'"
   chmod o-w "$d/cadir/$hash.0"
+  chmod o+w "$d/ca.pem"
+  SSL_CERT_FILE="$d/ca.pem" rl 78 "${tls[@]}" status
+  assert_stderr --partial "refusing CA certificate file (SSL_CERT_FILE) '$d/ca.pem'"
+  # Before any connection: a Sentinel or quorum deployment says 78 too,
+  # not 69 as if every node were out of reach.
+  rl 78 -u "rediss-sentinel://127.0.0.1:$REQUIRED_PORT#m" --cacert "$d/ca.pem" status
+  rl 78 -u "rediss://127.0.0.1:$REQUIRED_PORT" -u "rediss://localhost:$REQUIRED_PORT" \
+    -u "rediss://127.0.0.1:$NOSAN_PORT" --cacert "$d/ca.pem" status
+  assert_equal "${#stderr_lines[@]}" 1
+  chmod o-w "$d/ca.pem"
+  SSL_CERT_FILE="$d/ca.pem" rl 0 "${tls[@]}" status
   # Another user's file (root's is trusted): that user could change it.
   if [[ "$(id -u)" == 0 ]] && id nobody >/dev/null 2>&1; then
     chown nobody "$d/ca.pem"
