@@ -260,8 +260,10 @@ Result<Layer> read_config_file(const std::string& path) {
       layer.insecure_origin = where;
     } else if (key == "cacert") {
       layer.cacert = value;
+      layer.cacert_origin = where;
     } else if (key == "cacertdir") {
       layer.cacertdir = value;
+      layer.cacert_origin = where;
     } else if (key == "cert") {
       layer.cert = value;
       layer.cert_origin = where;
@@ -409,6 +411,11 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
   const bool insecure = first_set(cli.insecure, file.insecure).value_or(false);
   if (insecure &&
       (first_set(cli.cacert, file.cacert) || first_set(cli.cacertdir, file.cacertdir))) {
+    if (cli.insecure && !cli.cacert && !cli.cacertdir)
+      return fail(Error::Code::usage,
+                  fmt::format("--insecure (no verification) cannot be combined with the CA of {} "
+                              "(verify with this CA): remove that line, or --insecure",
+                              file.cacert_origin));
     if (cli.insecure)
       return fail(Error::Code::usage,
                   "--insecure (no verification) cannot be combined with --cacert or --cacertdir "

@@ -34,7 +34,7 @@ struct Layer {
   /// Where a config file set url, password-file, sentinel-password-file,
   /// insecure, tls, cert and key: the `file:line` its errors name.
   std::string url_origin, password_file_origin, sentinel_password_file_origin, insecure_origin;
-  std::string tls_origin, cert_origin, key_origin;
+  std::string tls_origin, cert_origin, key_origin, cacert_origin;
   std::optional<bool> show_command;  // store full command lines (not only program names)
   /// A config file's path when others may read it (a password in its URL
   /// is theirs too); empty otherwise.

@@ -172,6 +172,10 @@ tls = yes")"
   file="$(conf "insecure = yes")"
   rl_usage_error --config "$file" -u "rediss://127.0.0.1:$REDIS_PORT" --cacert /etc/hostname status x
   assert_equal "$stderr" "rlock: error: --cacert cannot be combined with insecure = yes from $file:1 (no verification): remove that line to verify with this CA"
+  # And the other way round.
+  file="$(conf "cacert = /etc/hostname")"
+  rl_usage_error --config "$file" -u "rediss://127.0.0.1:$REDIS_PORT" --insecure status x
+  assert_equal "$stderr" "rlock: error: --insecure (no verification) cannot be combined with the CA of $file:1 (verify with this CA): remove that line, or --insecure"
 }
 
 @test "config: a warning about several quorum members' URLs is said once" {
