@@ -516,6 +516,26 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     if (auto refused =
             untrusted_tls_files(tls.cacert, tls.cacertdir, tls.cert, tls.key, !tls.insecure))
       return std::unexpected(*refused);
+    // So is one that is not there (64, as on one server, where loading it
+    // says so): through a Sentinel or a quorum it read as 69.
+    const auto missing = [](const std::string& path, bool directory,
+                            std::string_view what) -> std::optional<Error> {
+      struct stat st {};
+      if (path.empty()) return std::nullopt;
+      const char* why = ::stat(path.c_str(), &st) != 0 ? std::strerror(errno)
+                        : directory != S_ISDIR(st.st_mode)
+                            ? (directory ? "not a directory" : "it is a directory")
+                        : ::access(path.c_str(), R_OK) != 0 ? std::strerror(errno)
+                                                            : nullptr;
+      if (!why) return std::nullopt;
+      return Error{Error::Code::usage, fmt::format("cannot load {} {}: {}", what, path, why)};
+    };
+    for (const auto& problem :
+         {tls.insecure ? std::nullopt : missing(tls.cacert, false, "CA certificates from"),
+          tls.insecure ? std::nullopt : missing(tls.cacertdir, true, "CA certificates from"),
+          missing(tls.cert, false, "TLS client certificate"),
+          missing(tls.key, false, "TLS client key")})
+      if (problem) return std::unexpected(*problem);
   }
   // One warning once, not once per quorum member whose URL it concerns.
   std::vector<std::string> said;

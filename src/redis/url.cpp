@@ -64,10 +64,10 @@ std::string redact_text(std::string_view text) {
       const std::string_view host = text.substr(from, comma - from);
       const std::size_t bracket = host.starts_with('[') ? host.find(']') : 0;
       const std::size_t port = host.find(':', bracket == std::string_view::npos ? 0 : bracket);
-      // No host before the port (`redis://:123456`) is the same mistake.
+      // So is one with no host before it (`redis://:123456`), or beyond
+      // any port (`redis://user:20240915`).
       if (port != std::string_view::npos && port + 1 < host.size() &&
-          (port == 0 || !std::all_of(host.begin() + static_cast<std::ptrdiff_t>(port) + 1,
-                                     host.end(), [](char c) { return c >= '0' && c <= '9'; })))
+          (port == 0 || !parse_number(host.substr(port + 1), 0, 65535)))
         return fmt::format("{}...", text.substr(0, from + port + 1));
       from = comma + 1;
     }

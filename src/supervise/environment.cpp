@@ -1,5 +1,7 @@
 #include "supervise/environment.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -64,31 +66,66 @@ std::vector<HeldLock> parse_held(std::string_view value) {
 
 namespace {
 
+/// A host of another client's URL that holds nothing but a host: a name
+/// (letters, digits, '-', '.', '_'), or an IPv6 address in brackets; and a
+/// port from 1 to 65535, or none. `redis://:secret` and
+/// `redis://user:123456` are passwords typed without their `@host`.
+bool plain_host(std::string_view host) {
+  std::string_view name = host;
+  std::string_view port;
+  if (host.starts_with('[')) {
+    const std::size_t bracket = host.find(']');
+    if (bracket == std::string_view::npos) return false;
+    std::string address(host.substr(1, bracket - 1));
+    address = address.substr(0, address.find('%'));  // a zone: fe80::1%25eth0
+    in6_addr parsed{};
+    if (inet_pton(AF_INET6, address.c_str(), &parsed) != 1) return false;
+    const std::string_view after = host.substr(bracket + 1);
+    if (!after.empty() && !after.starts_with(':')) return false;
+    if (!after.empty()) port = after.substr(1);
+    name = {};
+  } else if (const std::size_t colon = host.find(':'); colon != std::string_view::npos) {
+    name = host.substr(0, colon);
+    port = host.substr(colon + 1);
+    if (name.empty()) return false;
+  }
+  const bool name_ok = std::ranges::all_of(name, [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_';
+  });
+  if (!name_ok) return false;
+  if (host.find(':') == std::string_view::npos || (host.starts_with('[') && port.empty()))
+    return true;
+  if (port.empty() || port.size() > 5 ||
+      !std::ranges::all_of(port, [](unsigned char c) { return std::isdigit(c) != 0; }))
+    return false;
+  const int number = std::stoi(std::string(port));
+  return number >= 1 && number <= 65535;
+}
+
 /// An entry rlock cannot parse (another client's URL: `?timeout=5`,
 /// `valkey://`) is passed on as it is only when nothing in it can be a
-/// secret: no user information (`@`), every host named with a numeric port
-/// or none (`redis://:secret` is a password typed without its `@host`), and
-/// no word like a password, key or token after the scheme.
+/// secret: no user information (`@`, percent-encoded too), only plain
+/// hosts (plain_host), and after them no ':' and no option named like a
+/// password, key or token (percent-decoded).
 bool plainly_public(std::string_view entry) {
   const std::size_t scheme = entry.find("://");
-  if (scheme == std::string_view::npos || entry.find('@') != std::string_view::npos) return false;
+  if (scheme == std::string_view::npos) return false;
+  const auto decoded = percent::decode(entry.substr(scheme + 3));
+  if (!decoded || decoded->find('@') != std::string::npos ||
+      entry.find('@') != std::string_view::npos)
+    return false;
   const std::string_view rest = entry.substr(scheme + 3);
-  const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
-  const auto digits = [](std::string_view text) {
-    return !text.empty() &&
-           std::ranges::all_of(text, [](unsigned char c) { return std::isdigit(c) != 0; });
-  };
-  for (std::size_t from = 0; from <= authority.size();) {
+  const std::size_t end = std::min(rest.find_first_of("/?#"), rest.size());
+  const std::string_view authority = rest.substr(0, end);
+  // unix:///path: no host at all.
+  for (std::size_t from = 0; !authority.empty() && from <= authority.size();) {
     const std::size_t comma = std::min(authority.find(',', from), authority.size());
-    const std::string_view host = authority.substr(from, comma - from);
-    const std::size_t bracket = host.starts_with('[') ? host.find(']') : 0;
-    if (bracket == std::string_view::npos) return false;
-    const std::size_t colon = host.find(':', bracket);
-    if (colon == 0 || host.empty()) return false;  // no host: what follows may be a password
-    if (colon != std::string_view::npos && !digits(host.substr(colon + 1))) return false;
+    if (!plain_host(authority.substr(from, comma - from))) return false;
     from = comma + 1;
   }
-  std::string lower(rest);
+  const auto tail = percent::decode(rest.substr(end));
+  if (!tail || tail->find(':') != std::string::npos) return false;
+  std::string lower(*tail);
   std::ranges::transform(lower, lower.begin(),
                          [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return std::ranges::none_of(std::array{"pass", "pw", "auth", "secret", "token", "cred", "key"},

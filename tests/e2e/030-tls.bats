@@ -50,6 +50,15 @@ setup() {
   assert_stderr "rlock: error: cannot load CA certificates from $TLS_DIR/missing: No such file or directory"
   rl 64 -u "rediss://127.0.0.1:$OPTIONAL_PORT" --cacertdir "$TLS_DIR/ca.pem" acquire tls -n
   assert_stderr "rlock: error: cannot load CA certificates from $TLS_DIR/ca.pem: not a directory"
+  # The same through a quorum, a Sentinel or a server that is down: before
+  # any connection, not 69 as if every node were out of reach.
+  rl 64 -u "rediss://127.0.0.1:$OPTIONAL_PORT" -u "rediss://localhost:$OPTIONAL_PORT" \
+    -u "rediss://127.0.0.1:$REQUIRED_PORT" --cacert "$TLS_DIR/missing.pem" status
+  assert_stderr "rlock: error: cannot load CA certificates from $TLS_DIR/missing.pem: No such file or directory"
+  rl 64 -u "rediss-sentinel://127.0.0.1:$OPTIONAL_PORT#m" --cacert "$TLS_DIR/missing.pem" status
+  rl 64 -u "rediss://127.0.0.1:$(free_port)" --cert "$TLS_DIR/missing.pem" \
+    --key "$TLS_DIR/client.key" --cacert "$TLS_DIR/ca.pem" status
+  assert_stderr "rlock: error: cannot load TLS client certificate $TLS_DIR/missing.pem: No such file or directory"
 }
 
 @test "tls: --insecure skips verification" {

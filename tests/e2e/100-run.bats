@@ -213,11 +213,13 @@ wait_held() {
 @test "run: another client's REDIS_URL that rlock cannot read reaches the command when it holds no secret" {
   # RLOCK_URL names the server: REDIS_URL is the job's own setting.
   local url
-  for url in 'redis://cache:6379/0?timeout=5' 'valkey://cache:6379'; do
+  for url in 'redis://cache:6379/0?timeout=5' 'valkey://cache:6379' 'redis://valkey:6379/0?timeout=5' \
+    'unix:///run/redis/redis.sock?timeout=5'; do
     REDIS_URL="$url" rl 0 run env-url -- sh -c 'echo "${REDIS_URL-unset}"'
     assert_output "$url"
   done
-  for url in 'redis://:s3cret@cache:6379/0?timeout=5' 'redis://cache/0?password=s3cret' 'redis://:s3cret'; do
+  for url in 'redis://:s3cret@cache:6379/0?timeout=5' 'redis://cache/0?password=s3cret' 'redis://:s3cret' \
+    'redis://default:123456' 'redis://cache/0?%70assword=s3cret'; do
     REDIS_URL="$url" rl 0 run env-url -- sh -c 'echo "${REDIS_URL-unset}"'
     assert_output unset
   done

@@ -299,10 +299,14 @@ TEST(UrlRedaction, AnInvalidUrlIsShownWithoutPasswordOrQuery) {
 }
 
 TEST(UrlRedaction, APortThatIsANumberStaysInTheMessage) {
-  auto url = parse_url("redis://h:99999/0");
+  auto url = parse_url("redis://h:0/0");
   ASSERT_FALSE(url.has_value());
   EXPECT_EQ(url.error().message,
-            "invalid URL redis://h:99999/0: port must be a number from 1 to 65535");
+            "invalid URL redis://h:0/0: port must be a number from 1 to 65535");
+  // Beyond any port, it may be a numeric password typed without @host.
+  auto beyond = parse_url("redis://default:20240915/0");
+  ASSERT_FALSE(beyond.has_value());
+  EXPECT_EQ(beyond.error().message.find("20240915"), std::string::npos) << beyond.error().message;
 }
 
 TEST(UrlDeployments, EntriesWithASchemeStartADeployment) {

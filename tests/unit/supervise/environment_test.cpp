@@ -93,7 +93,11 @@ TEST(ChildEnvironment, DropsAUrlListItCannotParse) {
 TEST(ChildEnvironment, PassesOnAnotherClientsUrlThatHoldsNoSecret) {
   // rlock cannot parse them, but nothing in them can be a password.
   for (const char* url : {"redis://cache:6379/0?timeout=5", "valkey://cache:6379", "REDIS://cache",
-                          "redis://cache:6379/0#x"}) {
+                          "redis://cache:6379/0#x",
+                          // Host names with a word like "key" in them, a socket's options.
+                          "redis://valkey:6379/0?timeout=5", "redis://keydb:6379/0?timeout=5",
+                          "unix:///run/redis/redis.sock?timeout=5",
+                          "redis://[fe80::1%25eth0]:6379/0", "rediss://cache:6380/1"}) {
     auto env = child_environment({std::string("REDIS_URL=") + url}, k_hold);
     EXPECT_TRUE(has(env, std::string("REDIS_URL=") + url)) << url;
   }
@@ -104,7 +108,9 @@ TEST(ChildEnvironment, PassesOnAnotherClientsUrlThatHoldsNoSecret) {
         // A password typed without its @host, in every place it can go.
         "redis://:hunter2", "redis://default:hunter2", "unix://:hunter2",
         "redis-sentinel://:hunter2", "redis://[::1]:hunter2", "redis://cache:6379,:hunter2",
-        "redis://:Zx9!kq", "redis://:123456", "redis://h/0?key=SECRET"}) {
+        "redis://:Zx9!kq", "redis://:123456", "redis://h/0?key=SECRET", "redis://default:123456",
+        "redis://cache:6379/0?%70assword=hunter2", "redis://user%3Ahunter2%40cache",
+        "redis://[:hunter2]:6379", "redis://cache:6379/0?timeout=5,:hunter2"}) {
     auto env = child_environment({std::string("REDIS_URL=") + url}, k_hold);
     EXPECT_FALSE(has_name(env, "REDIS_URL")) << url;
   }
