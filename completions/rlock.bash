@@ -28,18 +28,32 @@ _rlock_command_opts() {
 
 # Lock names under the prefix, from the server the typed options point at.
 # Only the connection options are passed on, so nothing else is changed.
+# A word as the shell will pass it: without the quotes around it, or
+# around the value of an --option='...' (a URL is often quoted).
+_rlock_unquote() {
+  local word="$1" head=""
+  if [[ "$word" == --*=* ]]; then
+    head="${word%%=*}="
+    word="${word#*=}"
+  fi
+  if [[ ${#word} -ge 2 && ( "$word" == \'*\' || "$word" == \"*\" ) ]]; then
+    word="${word:1:${#word}-2}"
+  fi
+  printf '%s' "$head$word"
+}
+
 _rlock_lock_names() {
   local bin="${words[0]}" i word conn=()
   # shellcheck disable=SC2088  # a literal "~/" typed on the command line
   if [[ "$bin" == "~/"* ]]; then bin="$HOME/${bin#\~/}"; fi
   if ! type -P "$bin" >/dev/null 2>&1; then bin=rlock; fi
   for ((i = 1; i < cword; i++)); do
-    word="${words[i]}"
+    word="$(_rlock_unquote "${words[i]}")"
     case "$word" in
       -u | --url | --prefix | --user | --password-file | --sentinel-user | \
         --sentinel-password-file | --cacert | --cacertdir | --cert | --key | --sni | \
         --connect-timeout | --config)
-        if ((i + 1 < cword)); then conn+=("$word" "${words[i + 1]}"); fi
+        if ((i + 1 < cword)); then conn+=("$word" "$(_rlock_unquote "${words[i + 1]}")"); fi
         ((i++))
         ;;
       --url=* | --prefix=* | --user=* | --password-file=* | --sentinel-user=* | \

@@ -124,6 +124,10 @@ if [[ -r /usr/share/bash-completion/bash_completion ]]; then
   expect_loaded --almost-all "rlock run -nt 5s job ls --almost-al" rlock run -nt 5s job ls --almost-al
   expect_loaded "build\\ cache${nl}deploy-prod${nl}nightly-report" "rlock -u $RLOCK_URL status " \
     rlock -u redis : //127.0.0.1 : "$port/0" status ""
+  # A quoted URL (as bash passes the words: quotes on).
+  expect_loaded "build\\ cache${nl}deploy-prod${nl}nightly-report" "rlock -u '$RLOCK_URL' status " \
+    rlock -u "'redis" : //127.0.0.1 : "$port/0'" status ""
+  expect_loaded "elsewhere" "rlock --prefix='other:' status " rlock --prefix = "'other" : "'" status ""
 fi
 echo "bash: $checked completions checked (commands, options per command, files, lock names from a live server)"
 
