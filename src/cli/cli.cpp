@@ -486,21 +486,18 @@ Result<CommandLine> split_command_line(const CLI::App& app, std::vector<std::str
     if (arg == "--") break;
     help = help || arg == "-h" || arg == "--help";
   }
-  // The global options before the command word, checked as the ones after.
-  std::vector<size_t> empty_values;
-  for (size_t j = 0; j < args.size() && args[j] != "--" && is_option_word(app, nullptr, args[j]);
-       ++j) {
+  // The global options before the command word, checked as the ones after
+  // (and pushed as they are: push_option_word).
+  std::vector<std::string> head;
+  size_t j = 0;
+  for (; j < args.size() && args[j] != "--" && is_option_word(app, nullptr, args[j]); ++j) {
     if (auto bad = check_option_word(app, nullptr, args[j], help)) return std::unexpected(*bad);
-    if (args[j].ends_with('=')) empty_values.push_back(j);
-    if (consumes_next(app, nullptr, args[j])) ++j;
+    push_option_word(app, nullptr, args[j], head);
+    if (consumes_next(app, nullptr, args[j]) && j + 1 < args.size()) head.push_back(args[++j]);
   }
-  // Each `--name=` among them as `--name ""` (see push_option_word).
-  for (auto k = empty_values.rbegin(); k != empty_values.rend(); ++k) {
-    std::vector<std::string> pushed;
-    push_option_word(app, nullptr, args[*k], pushed);
-    args.erase(args.begin() + static_cast<std::ptrdiff_t>(*k));
-    args.insert(args.begin() + static_cast<std::ptrdiff_t>(*k), pushed.begin(), pushed.end());
-  }
+  head.insert(head.end(), std::make_move_iterator(args.begin() + static_cast<std::ptrdiff_t>(j)),
+              std::make_move_iterator(args.end()));
+  args = std::move(head);
   const size_t i = command_index(app, args);
   if (i >= args.size()) return CommandLine{std::move(args), {}};
   const std::string word = args[i];

@@ -507,35 +507,17 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
     }
     settings.servers.push_back(std::move(options));
   }
-  // A TLS file others could change is a config error (78) before any
-  // connection, as the config file itself: through a Sentinel or a quorum
-  // it would otherwise read as every node out of reach (69).
+  // The TLS files, before any connection: one others could change (78),
+  // or that is not there (64), would otherwise read as every node out of
+  // reach (69) through a Sentinel or a quorum. Members share their options:
+  // each set is checked once.
+  const redis::TlsOptions* checked = nullptr;
   for (const auto& server : settings.servers) {
     const auto& tls = server.tls;
-    if (!tls.enabled) continue;
-    if (auto refused =
-            untrusted_tls_files(tls.cacert, tls.cacertdir, tls.cert, tls.key, !tls.insecure))
-      return std::unexpected(*refused);
-    // So is one that is not there (64, as on one server, where loading it
-    // says so): through a Sentinel or a quorum it read as 69.
-    const auto missing = [](const std::string& path, bool directory,
-                            std::string_view what) -> std::optional<Error> {
-      struct stat st {};
-      if (path.empty()) return std::nullopt;
-      const char* why = ::stat(path.c_str(), &st) != 0 ? std::strerror(errno)
-                        : directory != S_ISDIR(st.st_mode)
-                            ? (directory ? "not a directory" : "it is a directory")
-                        : ::access(path.c_str(), R_OK) != 0 ? std::strerror(errno)
-                                                            : nullptr;
-      if (!why) return std::nullopt;
-      return Error{Error::Code::usage, fmt::format("cannot load {} {}: {}", what, path, why)};
-    };
-    for (const auto& problem :
-         {tls.insecure ? std::nullopt : missing(tls.cacert, false, "CA certificates from"),
-          tls.insecure ? std::nullopt : missing(tls.cacertdir, true, "CA certificates from"),
-          missing(tls.cert, false, "TLS client certificate"),
-          missing(tls.key, false, "TLS client key")})
-      if (problem) return std::unexpected(*problem);
+    if (!tls.enabled || (checked && checked->context_key() == tls.context_key())) continue;
+    if (auto problem = check_tls_files(tls.cacert, tls.cacertdir, tls.cert, tls.key, !tls.insecure))
+      return std::unexpected(*problem);
+    checked = &tls;
   }
   // One warning once, not once per quorum member whose URL it concerns.
   std::vector<std::string> said;

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "redis/reply.h"
@@ -26,6 +27,9 @@ struct TlsOptions {
   std::string key;   // client private key (PEM)
   std::string sni;   // server name; default: the URL's host
   bool insecure = false;
+  /// What a TLS context is made of (the files, and whether it verifies):
+  /// two options equal in it share one context and one check of its files.
+  auto context_key() const { return std::tie(cacert, cacertdir, cert, key, insecure); }
 };
 
 struct ConnectOptions {

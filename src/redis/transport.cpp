@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -32,7 +31,6 @@
 #include <vector>
 
 #include "redis/openssl_loader.h"
-#include "util/trust.h"
 
 namespace rlock::redis {
 namespace {
@@ -385,10 +383,9 @@ using Context = std::shared_ptr<SSL_CTX>;
 
 /// A TLS context as the options ask: verification on unless --insecure.
 /// Unreadable certificate files are the user's mistake: a usage error.
+/// (Whether they may be trusted at all, check_tls_files says, before any
+/// connection: config::resolve.)
 Result<Context> make_context(const TlsOptions& tls) {
-  if (auto refused =
-          untrusted_tls_files(tls.cacert, tls.cacertdir, tls.cert, tls.key, !tls.insecure))
-    return std::unexpected(*refused);
   Context context(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
   if (!context) throw std::bad_alloc();
   // Redis speaks TLS 1.2 and 1.3; anything older is broken.
@@ -453,11 +450,8 @@ Result<Context> shared_context(const TlsOptions& tls) {
   static std::mutex mutex;
   static std::optional<TlsOptions> cached_options;
   static Context cached;
-  const auto key = [](const TlsOptions& o) {
-    return std::tie(o.cacert, o.cacertdir, o.cert, o.key, o.insecure);
-  };
   const std::lock_guard lock(mutex);
-  if (cached && cached_options && key(*cached_options) == key(tls)) return cached;
+  if (cached && cached_options && cached_options->context_key() == tls.context_key()) return cached;
   auto made = make_context(tls);
   if (!made) return made;
   cached = *made;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "redis/url.h"
+#include "util/number.h"
 #include "util/percent.h"
 #include "util/token.h"
 
@@ -72,7 +73,7 @@ namespace {
 /// `redis://user:123456` are passwords typed without their `@host`.
 bool plain_host(std::string_view host) {
   std::string_view name = host;
-  std::string_view port;
+  std::optional<std::string_view> port;
   if (host.starts_with('[')) {
     const std::size_t bracket = host.find(']');
     if (bracket == std::string_view::npos) return false;
@@ -89,17 +90,11 @@ bool plain_host(std::string_view host) {
     port = host.substr(colon + 1);
     if (name.empty()) return false;
   }
-  const bool name_ok = std::ranges::all_of(name, [](unsigned char c) {
-    return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_';
-  });
-  if (!name_ok) return false;
-  if (host.find(':') == std::string_view::npos || (host.starts_with('[') && port.empty()))
-    return true;
-  if (port.empty() || port.size() > 5 ||
-      !std::ranges::all_of(port, [](unsigned char c) { return std::isdigit(c) != 0; }))
-    return false;
-  const int number = std::stoi(std::string(port));
-  return number >= 1 && number <= 65535;
+  return std::ranges::all_of(name,
+                             [](unsigned char c) {
+                               return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_';
+                             }) &&
+         (!port || parse_integer(*port, 1, 65535).has_value());
 }
 
 /// An entry rlock cannot parse (another client's URL: `?timeout=5`,

@@ -20,14 +20,14 @@ namespace rlock {
 /// writable by its group or others; nullopt when it is safe to trust.
 std::optional<Error> untrusted(const struct stat& st, std::string_view what, std::string_view path);
 
-/// The files that decide whom rlock trusts over TLS, each checked as
-/// untrusted() does: with `verify`, the CA file and directory (or, when
-/// neither is given, those OpenSSL's SSL_CERT_FILE and SSL_CERT_DIR name)
-/// and the hashed names it looks up in a directory (`1a2b3c4d.0`); the
-/// client certificate and key. One that is not there is left to the
-/// loading to report.
-std::optional<Error> untrusted_tls_files(const std::string& cacert, const std::string& cacertdir,
-                                         const std::string& cert, const std::string& key,
-                                         bool verify);
+/// The files that decide whom rlock trusts over TLS, checked before any
+/// connection: with `verify`, the CA file and directory (or, when neither
+/// is given, those OpenSSL's SSL_CERT_FILE and SSL_CERT_DIR name) and the
+/// hashed names it looks up in a directory (`1a2b3c4d.0`); the client
+/// certificate and key. Each is refused as untrusted() says (78), or, when
+/// an option names one that is not there, not of its kind or unreadable,
+/// is a usage error (64) worded as loading it would be.
+std::optional<Error> check_tls_files(const std::string& cacert, const std::string& cacertdir,
+                                     const std::string& cert, const std::string& key, bool verify);
 
 }  // namespace rlock
