@@ -955,7 +955,13 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
         std::find(count.queued.begin(), count.queued.end(), k) == count.queued.end())
       back.push_back(k);
   give_back(name, token, back, keep_places);
-  if (count.granted > 0) m_back_off = true;
+  // Grants on a minority while the others gave the lock to other waiters:
+  // a short random pause breaks the tie. Not while one holder holds a
+  // majority (its grants on the rest given back, or it reached too few in
+  // time): the members it does not hold grant every waiter, and backing
+  // off each time had the waiters poll all members every 10-150 ms for as
+  // long as it held the lock, never blocking on a wake list.
+  if (count.granted > 0 && !count.held_by_majority) m_back_off = true;
   const std::size_t answered = m_members.size() - count.failed - count.pending;
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(

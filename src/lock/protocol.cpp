@@ -304,6 +304,21 @@ std::optional<std::int64_t> shown_holder_age(const MemberReply& m) {
   return elapsed(*now, parse_record(e[2].str).since_ms).count();
 }
 
+/// Who the live holder a busy acquire reply shows is (its record's
+/// identity, without the fence and since, which differ between members),
+/// or nullopt.
+std::optional<std::string_view> shown_holder(const MemberReply& m) {
+  if (!shown_holder_age(m)) return std::nullopt;
+  std::string_view record = m.reply.elements[2].str;
+  for (int field = 0; field < 4; ++field) {
+    const auto end = record.find('\n');
+    if (end == std::string_view::npos) return std::nullopt;
+    record.remove_prefix(end + 1);
+  }
+  if (record.empty()) return std::nullopt;
+  return record;
+}
+
 }  // namespace
 
 AcquireCount count_acquire(const std::vector<MemberReply>& members) {
@@ -377,6 +392,9 @@ AcquireCount count_acquire(const std::vector<MemberReply>& members) {
   count.split = count.granted > 0 && count.granted < need &&
                 count.granted + count.refused >= need &&
                 count.granted + count.pending + count.failed >= need;
+  std::map<std::string_view, std::size_t> holders;
+  for (const MemberReply& m : members)
+    if (auto who = shown_holder(m); who && ++holders[*who] >= need) count.held_by_majority = true;
   if (count.refusal.type != redis::Reply::Type::array)
     count.refusal =
         redis::Reply::of_array({redis::Reply::of_integer(0), redis::Reply::of_integer(0)});

@@ -154,6 +154,12 @@ struct AcquireCount {
   /// decide. The backend waits for those only briefly, and a waiter whose
   /// try ends so gives back its queue places too (see QuorumBackend).
   bool split = false;
+  /// A majority of the members show one live holder (the same owner, host,
+  /// pid and command in its record): the lock is held, not handed to
+  /// several waiters at once, so a grant from the others is no contention
+  /// to back off from: that holder's release wakes the waiters queued
+  /// behind it (see QuorumBackend::wait_for_wake).
+  bool held_by_majority = false;
   /// The reply to give the caller when not granted: a member's -1 (limit
   /// mismatch) if any, else the busy reply with the smallest queue position.
   redis::Reply refusal;

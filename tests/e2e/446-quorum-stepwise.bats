@@ -131,6 +131,32 @@ url_list() {
   ((elapsed < 1000)) || fail "the waiter took $elapsed ms to get the lock"
 }
 
+@test "quorum: a holder on a bare majority leaves the waiters blocked on the wake lists, not polling" {
+  # The holder reaches two members of three (the third frozen while it
+  # acquires); the third then grants every waiter's try, which gives it
+  # back. That is no contention among waiters: the waiter must block until
+  # the holder's release wakes it, not pause and ask all members again
+  # every 10-150 ms for as long as the lock is held.
+  q_freeze 3
+  rl 0 acquire bq -t 10s
+  local token="$output"
+  q_thaw 3
+  assert_equal "$(q_holding bq)" 2
+  rl_bg waiter acquire bq -w 20s -t "$Q_TTL"
+  nap 0.5
+  local k before after
+  before="$(qcli 1 info commandstats | grep -o 'cmdstat_evalsha:calls=[0-9]*' | cut -d= -f2)"
+  nap 2
+  after="$(qcli 1 info commandstats | grep -o 'cmdstat_evalsha:calls=[0-9]*' | cut -d= -f2)"
+  # Blocked, it asks again once a second (its re-check), at most.
+  ((after - before <= 4)) || fail "the waiter sent $((after - before)) acquires to member 1 in 2 s"
+  for ((k = 1; k <= Q_N; k++)); do
+    qcli "$k" client list | grep -q 'cmd=blpop' || fail "the waiter is not blocked on member $k"
+  done
+  rl 0 release bq --token "$token"
+  rl_wait waiter 0
+}
+
 @test "quorum: run's heartbeat renews on every member without a thread per member" {
   bg_rlock holder run -t 1s hq -- sleep 2.5
   local pid="$(<"$BATS_TEST_TMPDIR/holder.pid")" i

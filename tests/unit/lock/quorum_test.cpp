@@ -209,6 +209,34 @@ TEST(Quorum, AGrantFromAMemberYoungerThanAHolderOthersShowDoesNotCount) {
   EXPECT_EQ(count_acquire({ended, grant(7000), grant(7000)}).verdict, Verdict::yes);
 }
 
+TEST(Quorum, OneHolderShownByAMajorityIsNoSplitAmongWaiters) {
+  // {0, position, record, holder_ttl, now}: the record's fence and since
+  // differ between members, its identity (after the fourth line) does not.
+  const auto busy = [](std::string_view fence, std::string_view who, std::int64_t ttl) {
+    return replied(array({integer(0), integer(1),
+                          string(fmt::format("{}\n1000\nexclusive\n5000\n{}", fence, who)),
+                          integer(ttl), integer(2000)}));
+  };
+  // The holder on two members of three, the third granting: held.
+  auto count = count_acquire({busy("8", "4:h@x,1:x,3:123,4:true,", 4000),
+                              busy("9", "4:h@x,1:x,3:123,4:true,", 4000), granted(3)});
+  EXPECT_EQ(count.verdict, Verdict::no);
+  EXPECT_TRUE(count.held_by_majority);
+  // Two different waiters granted on two members: contention.
+  count = count_acquire({busy("8", "4:h@x,1:x,3:123,4:true,", 4000),
+                         busy("9", "4:h@x,1:x,3:124,4:true,", 4000), granted(3)});
+  EXPECT_FALSE(count.held_by_majority);
+  // Five members: the same holder on two only, a split with a third waiter.
+  count = count_acquire(
+      {busy("8", "a", 4000), busy("8", "a", 4000), busy("8", "b", 4000), granted(3), granted(4)});
+  EXPECT_FALSE(count.held_by_majority);
+  // A lease that is over, or a record without an identity, shows nobody.
+  count = count_acquire({busy("8", "a", 0), busy("9", "a", 0), granted(3)});
+  EXPECT_FALSE(count.held_by_majority);
+  count = count_acquire({busy("8", "", 4000), busy("9", "", 4000), granted(3)});
+  EXPECT_FALSE(count.held_by_majority);
+}
+
 TEST(Quorum, AcquireLimitMismatchFromAnyMemberIsTheRefusal) {
   auto count = count_acquire({queued(1), replied(array({integer(-1), integer(3)})), queued(1)});
   EXPECT_EQ(count.refusal.elements[0].integer, -1);
