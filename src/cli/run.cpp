@@ -306,7 +306,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   // fork after the heartbeat thread and the signalfd existed cost about
   // seven times the page faults (their pages are copied on write).
   auto guardian = supervise::Guardian::start(timing.kill_after,
-                                             supervise::must_be_dead_by(hold.confirmed, timing));
+                                             supervise::must_be_dead_by(hold.confirmed, timing),
+                                             supervise::enclosing_deadlines());
   if (!guardian) {
     release_now();
     return report(guardian.error());
@@ -324,10 +325,12 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
   }
   supervise::Launch launch;
   launch.argv = std::move(argv);
-  launch.env = supervise::child_environment(supervise::process_environment(),
-                                            {name, hold.grant.token, hold.grant.fence});
+  launch.env = supervise::child_environment(
+      supervise::process_environment(),
+      {name, hold.grant.token, hold.grant.fence, guardian->deadline_fd()});
   launch.mask = original_mask;
-  launch.take_terminal = supervise::owns_terminal();
+  launch.terminal_fd = supervise::owned_terminal();
+  launch.take_terminal = launch.terminal_fd >= 0;
   launch.close_standard_fds = output::claimed_standard_fds();
   auto child = supervise::Child::spawn(launch, std::move(*guardian));
   if (!child || child->exec_errno()) {

@@ -7,12 +7,14 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +22,7 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <tuple>
 #include <utility>
 
 // Sanitizer builds start the command with a plain fork (see start_child).
@@ -82,6 +85,35 @@ constexpr Message k_dismissed = 0;
 /// meaningful in the guardian, another process on the same machine.
 Message deadline_message(Deadline d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d.time_since_epoch()).count();
+}
+
+// --- deadline pages ----------------------------------------------------------
+// A run's "must be dead by" point, for the runs nested in its command: a
+// sealed memfd of two words (a magic number, then the point in ns, 0 for
+// none) that the command inherits, its descriptor named in RLOCK_DEADLINES
+// with those of the enclosing runs. The owner writes it through a shared
+// mapping; the others map it read-only (F_SEAL_FUTURE_WRITE: they cannot
+// map it writable nor write() it). The point only moves later while the
+// owner lives (each confirmed renewal), so a guardian that sleeps until a
+// value it read wakes no later than the current one requires.
+constexpr std::int64_t k_page_magic = 0x31646b636f6c72;  // "rlockd1"
+constexpr long k_page_size = 2 * sizeof(std::int64_t);
+constexpr int k_page_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+/// At most this many enclosing runs are watched (the outermost ones).
+constexpr std::size_t k_max_outer = 16;
+
+std::int64_t read_point(const std::int64_t* page) {
+  return __atomic_load_n(page + 1, __ATOMIC_ACQUIRE);
+}
+
+/// The earliest of `own` and the enclosing runs' points (0: none at all).
+std::int64_t earliest_point(std::int64_t own, const std::int64_t* const* outer, int count) {
+  std::int64_t earliest = own;
+  for (int k = 0; k < count; ++k) {
+    const std::int64_t point = read_point(outer[k]);
+    if (point > 0 && (earliest <= 0 || point < earliest)) earliest = point;
+  }
+  return earliest;
 }
 
 // --- the guardian's system calls ---------------------------------------------
@@ -164,11 +196,26 @@ bool group_alive(pid_t pgid) {
   exit_guardian();
 }
 
+/// Closes descriptors first..last (inclusive): close_range, or one by one
+/// up to the descriptor limit on a kernel without it (before Linux 5.9).
+void close_span(unsigned first, unsigned last) {
+  if (first > last) return;
+  if (sys(SYS_close_range, first, last, 0) != -ENOSYS) return;
+  struct {
+    std::uint64_t cur, max;
+  } limit{1024, 1024};
+  sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, arg(&limit));
+  const std::uint64_t end =
+      std::min<std::uint64_t>(last, std::min<std::uint64_t>(limit.cur, 1U << 20) - 1);
+  for (std::uint64_t fd = first; fd <= end; ++fd) sys(SYS_close, static_cast<long>(fd));
+}
+
 /// Leaves the guardian holding nothing of rlock's but the pipe it reads
 /// (returned, moved above stdio if need be): no terminal (stdio on
 /// /dev/null, so that `$(rlock run …)` and a pipeline end when rlock ends),
 /// no Redis connection, no signalfd. Its descriptor table is its own (no
-/// CLONE_FILES): what it closes stays open for rlock.
+/// CLONE_FILES): what it closes stays open for rlock. (The deadline pages
+/// it watches stay mapped without their descriptors.)
 int close_all_but(int keep) {
   if (keep <= STDERR_FILENO)
     keep = static_cast<int>(sys(SYS_fcntl, keep, F_DUPFD, STDERR_FILENO + 1));
@@ -181,15 +228,17 @@ int close_all_but(int keep) {
     }
   }
   const unsigned first = STDERR_FILENO + 1;
-  if (static_cast<unsigned>(keep) > first) sys(SYS_close_range, first, keep - 1, 0);
-  sys(SYS_close_range, keep + 1, ~0U, 0);
+  if (static_cast<unsigned>(keep) > first) close_span(first, keep - 1);
+  close_span(keep + 1, ~0U);
   return keep;
 }
 
 /// The guardian's whole life: in rlock's memory (or a forked copy of it),
 /// beside rlock's threads. Only its own system calls (sys), its own stack,
 /// no allocation, nothing of rlock's memory written.
-[[noreturn]] void guard(int pipe_read, std::int64_t kill_after_ns, std::int64_t kill_by) {
+/// `outer`: the enclosing runs' deadline pages (see above), `count` of them.
+[[noreturn]] void guard(int pipe_read, std::int64_t kill_after_ns, std::int64_t kill_by,
+                        const std::int64_t* const* outer, int count) {
   sys(SYS_prctl, PR_SET_NAME, arg("rlock-guard"));
   // Its own group: a Ctrl-C, a `kill -- -PGID` meant for rlock's group or a
   // SIGKILL of the command's group must not take the guardian with it, and
@@ -207,8 +256,9 @@ int close_all_but(int keep) {
   for (;;) {
     timespec wait{};
     const timespec* timeout = nullptr;
-    if (kill_by > 0 && pgid > 0) {
-      const std::int64_t left = std::max<std::int64_t>(kill_by - monotonic_ns(), 0);
+    const std::int64_t point = earliest_point(kill_by, outer, count);
+    if (point > 0 && pgid > 0) {
+      const std::int64_t left = std::max<std::int64_t>(point - monotonic_ns(), 0);
       wait = {static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
       timeout = &wait;
     }
@@ -216,10 +266,13 @@ int close_all_but(int keep) {
     const long n = sys(SYS_ppoll, arg(&p), 1, arg(timeout), 0, 0);
     if (n == 0) {
       // rlock is alive but did not move the deadline on: it is stopped or
-      // stuck, and the lease may be ending. The command must be dead now.
-      if (monotonic_ns() >= kill_by) {
+      // stuck, and the lease may be ending; or an enclosing run's point
+      // passed (read again: it may have moved on since). The command must
+      // be dead now.
+      if (monotonic_ns() >= earliest_point(kill_by, outer, count)) {
         signal_group(pgid, SIGKILL);
         kill_by = 0;
+        count = 0;  // acted on: no more waking for them
       }
       continue;
     }
@@ -227,9 +280,11 @@ int close_all_but(int keep) {
     const long got = sys(SYS_read, pipe_read, arg(buffer + held), long(sizeof buffer - held));
     if (got < 0) continue;  // EAGAIN: nothing after all
     if (got == 0) {
-      // rlock is gone without dismissing us: it died.
+      // rlock is gone without dismissing us: it died. Its kill-after, but
+      // no later than its lease or an enclosing run's allows.
       std::int64_t kill_at = monotonic_ns() + kill_after_ns;
-      if (kill_by > 0 && kill_by < kill_at) kill_at = kill_by;
+      const std::int64_t by = earliest_point(kill_by, outer, count);
+      if (by > 0 && by < kill_at) kill_at = by;
       terminate_group(pgid, kill_at);
     }
     held += static_cast<size_t>(got);
@@ -267,7 +322,9 @@ struct Exec {
   pid_t parent;
   int report_fd;
   int guardian_fd;
+  int deadline_fd;  // the deadline page, to stay open across exec (-1: none)
   bool take_terminal;
+  int terminal_fd;              // the descriptor of the terminal to take
   unsigned close_standard_fds;  // Launch::close_standard_fds
 };
 
@@ -291,10 +348,12 @@ struct Exec {
   [[maybe_unused]] auto w = write(e.guardian_fd, &group, sizeof group);
   // SIGTTOU is still blocked (inherited), so taking the terminal from a
   // background group does not stop us.
-  if (e.take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
+  if (e.take_terminal) tcsetpgrp(e.terminal_fd, getpid());
   // The parent may have died since fork: then do not start the command at
   // all (the guardian's SIGTERM may come before or after this check).
   if (getppid() != e.parent) _exit(k_orphan_status);
+  // The deadline page is the command's to inherit (for a nested run).
+  if (e.deadline_fd >= 0) fcntl(e.deadline_fd, F_SETFD, 0);
   // rlock ignores SIGPIPE for itself; an ignored disposition would survive
   // exec and break pipelines in the command (`yes | head`).
   signal(SIGPIPE, SIG_DFL);
@@ -380,8 +439,14 @@ int exit_status_of(int wait_status) {
   return WEXITSTATUS(wait_status);
 }
 
-bool owns_terminal() {
-  return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+int owned_terminal() {
+  // tcgetpgrp answers only for the controlling terminal (ENOTTY for a file,
+  // a pipe or another terminal): stdin is not always it (`echo | rlock run
+  // …`, `< file`) while stdout or stderr still is, and Ctrl-Z then stopped
+  // rlock's group alone and left the command running.
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd)
+    if (tcgetpgrp(fd) == getpgrp()) return fd;
+  return -1;
 }
 
 std::expected<std::string, int> resolve_command(const std::string& name, std::string_view path) {
@@ -421,6 +486,8 @@ struct GuardArgs {
   int pipe_read;
   std::int64_t kill_after_ns;
   std::int64_t kill_by;
+  const std::int64_t* outer[k_max_outer];
+  int outer_count;
 };
 
 /// Whether the guardian may share rlock's memory: not under Valgrind, which
@@ -450,8 +517,8 @@ Result<std::pair<pid_t, void*>> clone_guardian(const GuardArgs& args) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &before);
   auto entry = [](void* a) -> int {
-    const GuardArgs g = *static_cast<const GuardArgs*>(a);
-    guard(g.pipe_read, g.kill_after_ns, g.kill_by);
+    const GuardArgs& g = *static_cast<const GuardArgs*>(a);
+    guard(g.pipe_read, g.kill_after_ns, g.kill_by, g.outer, g.outer_count);
   };
   const pid_t pid = clone(entry, base + k_guardian_stack, CLONE_VM | SIGCHLD, at_foot);
   const int err = errno;
@@ -464,7 +531,62 @@ Result<std::pair<pid_t, void*>> clone_guardian(const GuardArgs& args) {
 }
 #endif
 
-Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must_be_dead_by) {
+namespace {
+
+/// A new deadline page holding `point` (see "deadline pages"), or nothing
+/// when the kernel cannot make one: the nested runs then go without it.
+std::pair<Fd, std::int64_t*> make_deadline_page(std::int64_t point) {
+  Fd fd(static_cast<int>(memfd_create("rlock-deadline", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!fd || ftruncate(fd.get(), k_page_size) != 0) return {Fd(), nullptr};
+  void* page = mmap(nullptr, k_page_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (page == MAP_FAILED) return {Fd(), nullptr};
+  auto* words = static_cast<std::int64_t*>(page);
+  words[0] = k_page_magic;
+  __atomic_store_n(words + 1, point, __ATOMIC_RELEASE);
+  // Nobody else may write it (before Linux 5.1 only the size is sealed).
+  fcntl(fd.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE);
+  if (fcntl(fd.get(), F_ADD_SEALS, k_page_seals) != 0) {
+    munmap(page, k_page_size);
+    return {Fd(), nullptr};
+  }
+  return {std::move(fd), words};
+}
+
+}  // namespace
+
+std::vector<const std::int64_t*> enclosing_deadlines() {
+  std::vector<const std::int64_t*> out;
+  const char* list = std::getenv("RLOCK_DEADLINES");
+  for (std::string_view rest = list ? list : ""; !rest.empty() && out.size() < k_max_outer;) {
+    const auto comma = rest.find(',');
+    const std::string entry(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    char* end = nullptr;
+    const long fd = std::strtol(entry.c_str(), &end, 10);
+    if (entry.empty() || *end != '\0' || fd < 0 || fd > INT32_MAX) continue;
+    struct stat st {};
+    const int seals = fcntl(static_cast<int>(fd), F_GET_SEALS);
+    if (seals < 0 || (seals & k_page_seals) != k_page_seals ||
+        fstat(static_cast<int>(fd), &st) != 0 || st.st_size != k_page_size)
+      continue;
+    void* page = mmap(nullptr, k_page_size, PROT_READ, MAP_SHARED, static_cast<int>(fd), 0);
+    if (page == MAP_FAILED) continue;
+    const auto* words = static_cast<const std::int64_t*>(page);
+    if (words[0] != k_page_magic) {
+      munmap(page, k_page_size);
+      continue;
+    }
+    out.push_back(words);
+  }
+  return out;
+}
+
+void Guardian::publish(Deadline must_be_dead_by) {
+  if (m_page) __atomic_store_n(m_page + 1, deadline_message(must_be_dead_by), __ATOMIC_RELEASE);
+}
+
+Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must_be_dead_by,
+                                 const std::vector<const std::int64_t*>& outer) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
     return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
@@ -473,10 +595,14 @@ Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must
       std::chrono::duration_cast<std::chrono::nanoseconds>(kill_after).count();
   const Message first_deadline = must_be_dead_by ? deadline_message(*must_be_dead_by) : 0;
   Guardian guardian;
+  std::tie(guardian.m_page_fd, guardian.m_page) = make_deadline_page(first_deadline);
+  GuardArgs args{read_end.get(), kill_after_ns, first_deadline, {}, 0};
+  for (const std::int64_t* page : outer)
+    if (args.outer_count < static_cast<int>(k_max_outer)) args.outer[args.outer_count++] = page;
   pid_t pid = -1;
 #ifdef RLOCK_GUARD_SHARES_MEMORY
   if (shared_memory_guardian()) {
-    auto started = clone_guardian(GuardArgs{read_end.get(), kill_after_ns, first_deadline});
+    auto started = clone_guardian(args);
     if (!started) return std::unexpected(started.error());
     pid = started->first;
     guardian.m_stack = started->second;
@@ -485,7 +611,8 @@ Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must
   {
     pid = fork();
     if (pid < 0) return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) guard(read_end.get(), kill_after_ns, first_deadline);
+    if (pid == 0)
+      guard(args.pipe_read, kill_after_ns, first_deadline, args.outer, args.outer_count);
   }
   guardian.m_pid = pid;
   guardian.m_pipe = std::move(write_end);
@@ -495,20 +622,31 @@ Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must
 Guardian::Guardian(Guardian&& other) noexcept
     : m_pid(std::exchange(other.m_pid, -1)),
       m_pipe(std::move(other.m_pipe)),
-      m_stack(std::exchange(other.m_stack, nullptr)) {}
+      m_stack(std::exchange(other.m_stack, nullptr)),
+      m_page_fd(std::move(other.m_page_fd)),
+      m_page(std::exchange(other.m_page, nullptr)) {}
 
 Guardian& Guardian::operator=(Guardian&& other) noexcept {
   if (this != &other) {
     dismiss();
+    unmap_page();
     m_pid = std::exchange(other.m_pid, -1);
     m_pipe = std::move(other.m_pipe);
     m_stack = std::exchange(other.m_stack, nullptr);
+    m_page_fd = std::move(other.m_page_fd);
+    m_page = std::exchange(other.m_page, nullptr);
   }
   return *this;
 }
 
 Guardian::~Guardian() {
   dismiss();
+  unmap_page();
+}
+
+void Guardian::unmap_page() {
+  if (m_page) munmap(std::exchange(m_page, nullptr), k_page_size);
+  m_page_fd.reset();
 }
 
 void Guardian::let_go() {
@@ -593,11 +731,10 @@ Result<Child> Child::spawn(const Launch& launch, Guardian guardian) {
     return abandon("pipe");
   }
   Fd report_read(fds[0]), report_write(fds[1]);
-  const Exec exec{path->c_str(),        argv.data(),
-                  sh_argv.data(),       envp.data(),
-                  &launch.mask,         parent,
-                  report_write.get(),   guardian.m_pipe.get(),
-                  launch.take_terminal, launch.close_standard_fds};
+  const Exec exec{path->c_str(),        argv.data(),           sh_argv.data(),
+                  envp.data(),          &launch.mask,          parent,
+                  report_write.get(),   guardian.m_pipe.get(), guardian.deadline_fd(),
+                  launch.take_terminal, launch.terminal_fd,    launch.close_standard_fds};
   pid_t pid = start_child(exec);
   if (pid < 0) {
     return abandon("clone");
@@ -606,7 +743,7 @@ Result<Child> Child::spawn(const Launch& launch, Guardian guardian) {
   // child has run (a shell does the same); EACCES after its exec is fine.
   setpgid(pid, pid);
   report_write.reset();
-  Child child(pid, launch.take_terminal);
+  Child child(pid, launch.take_terminal, launch.terminal_fd);
   child.m_guardian = std::move(guardian);
   int err = 0;
   ssize_t n;
@@ -628,6 +765,7 @@ Result<Child> Child::spawn(const Launch& launch, Guardian guardian) {
 Child::Child(Child&& other) noexcept
     : m_pid(std::exchange(other.m_pid, -1)),
       m_took_terminal(std::exchange(other.m_took_terminal, false)),
+      m_terminal_fd(other.m_terminal_fd),
       m_stop_signal(other.m_stop_signal),
       m_tty(std::move(other.m_tty)),
       m_exec_errno(other.m_exec_errno),
@@ -677,10 +815,11 @@ void Child::signal_group(int sig) const {
   if (m_pid > 0) killpg(m_pid, sig);
 }
 
-void Child::kill_adopted() const {
+bool Child::kill_adopted() const {
   const pid_t self = getpid();
   DIR* proc = opendir("/proc");
-  if (!proc) return;
+  if (!proc) return false;
+  bool found = false;
   while (const dirent* entry = readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
@@ -704,8 +843,10 @@ void Child::kill_adopted() const {
     // Never rlock's own group (a process it started that stayed there).
     if (group > 0 && group != getpgrp()) killpg(group, SIGKILL);
     kill(static_cast<pid_t>(pid), SIGKILL);
+    found = true;
   }
   closedir(proc);
+  return found;
 }
 
 bool Child::group_exists() const {
@@ -715,7 +856,7 @@ bool Child::group_exists() const {
 void Child::restore_terminal() {
   if (!m_took_terminal) return;
   m_took_terminal = false;
-  tcsetpgrp(m_tty && *m_tty ? m_tty->get() : STDIN_FILENO, getpgrp());
+  tcsetpgrp(m_tty && *m_tty ? m_tty->get() : m_terminal_fd, getpgrp());
 }
 
 int Child::controlling_terminal() {
@@ -740,6 +881,7 @@ void Child::hand_terminal_if_foreground() {
 
 void Child::guard_until(Deadline must_be_dead_by) {
   if (m_guardian.m_pipe) write_message(m_guardian.m_pipe.get(), deadline_message(must_be_dead_by));
+  m_guardian.publish(must_be_dead_by);
 }
 
 void Child::dismiss_guardian() {

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <expected>
 #include <optional>
 #include <string>
@@ -39,6 +40,8 @@ struct Launch {
   /// terminal and rlock is in the foreground), as a shell would: otherwise
   /// a command reading the terminal would be stopped by SIGTTIN.
   bool take_terminal = false;
+  /// Which of the standard descriptors is that terminal (owned_terminal).
+  int terminal_fd = STDIN_FILENO;
   /// Standard descriptors (bit N for descriptor N) to close before exec:
   /// those that were closed when rlock started (it held them on /dev/null
   /// meanwhile, so that no connection could become its stdout).
@@ -49,6 +52,14 @@ struct Launch {
   Millis kill_after{5000};
   std::optional<Deadline> must_be_dead_by;
 };
+
+/// The "must be dead by" points of the enclosing runs (`rlock run A --
+/// rlock run B -- CMD`: A's, seen from B), read from the deadline pages
+/// whose descriptors RLOCK_DEADLINES names (see Guardian): each a
+/// CLOCK_MONOTONIC time in ns, 0 for none yet. Mapped read-only for the
+/// rest of the process (and its guardian's) life; a descriptor that is not
+/// such a page (closed, reused, forged) is skipped.
+std::vector<const std::int64_t*> enclosing_deadlines();
 
 /// Exit status of a command that could not be executed (as in sh(1)).
 inline constexpr int k_not_found_status = 127;
@@ -61,8 +72,9 @@ int exec_failure_status(int err);
 /// The exit status for a wait status: the code, or 128+N after signal N.
 int exit_status_of(int wait_status);
 
-/// True when stdin is a terminal whose foreground group is ours.
-bool owns_terminal();
+/// The standard descriptor (0, 1 or 2, the first) that is rlock's
+/// controlling terminal while rlock's group is its foreground group, or -1.
+int owned_terminal();
 
 /// What execvp would run for `name`, found before fork (execvp itself is not
 /// async-signal-safe): `name` itself when it contains a slash, else the first
@@ -84,7 +96,16 @@ class Guardian {
   /// dies, SIGKILL `kill_after` later (or at the deadline rlock gave it, if
   /// sooner), and SIGKILL by itself once `must_be_dead_by` (moved on by
   /// Child::guard_until) has passed; none: it acts only when rlock dies.
-  static Result<Guardian> start(Millis kill_after, std::optional<Deadline> must_be_dead_by);
+  ///
+  /// It also kills the group by the enclosing runs' points (`outer`, from
+  /// enclosing_deadlines()): when the outer rlock dies, its guardian kills
+  /// its command (this rlock) and ours then gives the command no more time
+  /// than the outer lease has (a kill-after of our own would outlast it).
+  /// Its own point goes on a deadline page (a sealed memfd) that the
+  /// command inherits, named by RLOCK_DEADLINES (deadline_fd()), for the
+  /// runs nested in it.
+  static Result<Guardian> start(Millis kill_after, std::optional<Deadline> must_be_dead_by,
+                                const std::vector<const std::int64_t*>& outer = {});
 
   Guardian() = default;
   Guardian(Guardian&& other) noexcept;
@@ -93,6 +114,9 @@ class Guardian {
   ~Guardian();
 
   pid_t pid() const { return m_pid; }
+  /// The deadline page's descriptor (close-on-exec here; the command gets
+  /// it open), or -1 when none could be made.
+  int deadline_fd() const { return m_page_fd.get(); }
   /// Tells it that the command is over: it exits by itself, touching
   /// nothing, while rlock goes on. Not reaped yet (dismiss does that).
   void let_go();
@@ -106,9 +130,15 @@ class Guardian {
   void forget();
   /// Unmaps its stack (a guardian in rlock's memory) once it is gone.
   void free_stack();
+  /// Writes `must_be_dead_by` on the deadline page.
+  void publish(Deadline must_be_dead_by);
+  /// Unmaps and closes the deadline page.
+  void unmap_page();
   pid_t m_pid = -1;
   Fd m_pipe;                // write end; the guardian holds the only read end
   void* m_stack = nullptr;  // its stack region, when it shares rlock's memory
+  Fd m_page_fd;             // the deadline page (see start)
+  std::int64_t* m_page = nullptr;
 };
 
 class Child {
@@ -149,7 +179,10 @@ class Child {
   /// left the group must not run on either. The case that matters: `rlock
   /// run A -- rlock run B -- CMD`, where CMD is in B's group, not in A's;
   /// when A kills its group at A's deadline, B dies and CMD comes to A.
-  void kill_adopted() const;
+  /// True when it found any (alive, or dead and not reaped yet): a killed
+  /// one's own children come to rlock only once it has exited, so the
+  /// caller looks again until none is left.
+  bool kill_adopted() const;
   /// True while any process of the group is left.
   bool group_exists() const;
   /// Gives the terminal back to rlock's group if the command had it.
@@ -180,9 +213,11 @@ class Child {
   pid_t guardian_pid() const { return m_guardian.pid(); }
 
  private:
-  Child(pid_t pid, bool took_terminal) : m_pid(pid), m_took_terminal(took_terminal) {}
+  Child(pid_t pid, bool took_terminal, int terminal_fd = STDIN_FILENO)
+      : m_pid(pid), m_took_terminal(took_terminal), m_terminal_fd(terminal_fd) {}
   pid_t m_pid = -1;
   bool m_took_terminal = false;
+  int m_terminal_fd = STDIN_FILENO;
   int m_stop_signal = 0;
   std::optional<Fd> m_tty;  // controlling_terminal(), once looked for
   int m_exec_errno = 0;

@@ -28,9 +28,11 @@ bool is_one_of(std::string_view name, auto const& names) {
 
 constexpr std::string_view k_held_variable = "RLOCK_HELD";
 
+constexpr std::string_view k_deadlines_variable = "RLOCK_DEADLINES";
+
 bool is_hold_variable(std::string_view name) {
   return name == "RLOCK_NAME" || name == "RLOCK_TOKEN" || name == "RLOCK_FENCE" ||
-         name == k_held_variable;
+         name == k_held_variable || name == k_deadlines_variable;
 }
 
 /// `,` separates the list, so it never occurs in a name (nor does `%`,
@@ -149,9 +151,11 @@ std::vector<std::string> child_environment(const std::vector<std::string>& paren
   std::vector<std::string> env;
   env.reserve(parent.size() + 4);
   std::vector<HeldLock> held;
+  std::string deadlines;
   for (const auto& entry : parent) {
     auto name = name_of(entry);
     if (name == k_held_variable) held = parse_held(std::string_view(entry).substr(name.size() + 1));
+    if (name == k_deadlines_variable) deadlines = entry.substr(name.size() + 1);
     if (is_one_of(name, k_secret_variables) || is_hold_variable(name)) continue;
     if (is_one_of(name, k_url_variables)) {
       auto cleaned = without_passwords(std::string_view(entry).substr(name.size() + 1));
@@ -165,6 +169,9 @@ std::vector<std::string> child_environment(const std::vector<std::string>& paren
   env.push_back("RLOCK_FENCE=" + std::to_string(hold.fence));
   held.push_back({short_id(hold.token), hold.name});
   env.push_back(std::string(k_held_variable) + "=" + format_held(held));
+  if (hold.deadline_fd >= 0)
+    deadlines += (deadlines.empty() ? "" : ",") + std::to_string(hold.deadline_fd);
+  if (!deadlines.empty()) env.push_back(std::string(k_deadlines_variable) + "=" + deadlines);
   return env;
 }
 

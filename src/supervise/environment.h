@@ -8,6 +8,9 @@
 /// status shows it, never the token) and NAME the lock name with `%` and `,`
 /// percent-encoded. A nested `rlock run` of any of them runs its command at
 /// once instead of waiting for itself (A -> B -> A).
+/// RLOCK_DEADLINES lists the descriptors of the runs' deadline pages, so
+/// that a nested run's guardian kills its command by the enclosing leases'
+/// ends too.
 
 #include <cstdint>
 #include <string>
@@ -21,6 +24,8 @@ struct HoldInfo {
   std::string name;
   std::string token;
   std::int64_t fence = 0;
+  /// This run's deadline page, which the command inherits (-1: none).
+  int deadline_fd = -1;
 };
 
 /// Variables that are secrets in themselves: never passed on.
@@ -51,8 +56,10 @@ std::vector<HeldLock> parse_held(std::string_view value);
 std::string without_passwords(std::string_view url_list);
 
 /// `parent` ("NAME=VALUE" entries) with secrets removed, RLOCK_NAME,
-/// RLOCK_TOKEN and RLOCK_FENCE set (replacing any inherited ones), and this
-/// hold appended to the inherited RLOCK_HELD.
+/// RLOCK_TOKEN and RLOCK_FENCE set (replacing any inherited ones), this
+/// hold appended to the inherited RLOCK_HELD, and its deadline page's
+/// descriptor to the inherited RLOCK_DEADLINES (the enclosing runs' pages,
+/// outermost first: see Guardian).
 std::vector<std::string> child_environment(const std::vector<std::string>& parent,
                                            const HoldInfo& hold);
 

@@ -57,7 +57,9 @@ Outcome Supervisor::run() {
     }
     // Once the group is killed, what of the command had left it and came
     // to rlock when its parent died (a nested rlock's command) goes too.
-    if (m_killed_at) m_child.kill_adopted();
+    // Deeper nesting (A -> B -> C -> CMD) hands them over one level at a
+    // time: each killed one's children come when it has exited.
+    if (m_killed_at) m_adopted_left = m_child.kill_adopted();
     if (finished(now)) break;
 
     pollfd fds[2] = {{m_signals.fd(), POLLIN, 0}, {m_heartbeat.fd(), POLLIN, 0}};
@@ -183,8 +185,9 @@ bool Supervisor::finished(Deadline now) {
   if (!m_wait_status) return false;
   if (!m_terminating) return true;
   // Being terminated: the lock is given up only once every process of the
-  // command's group is gone, not just the one we started.
-  if (!m_child.group_exists()) return true;
+  // command's group is gone, not just the one we started, and every
+  // descendant that came to us once its parent was killed.
+  if (!m_child.group_exists() && !m_adopted_left) return true;
   return m_killed_at && now >= *m_killed_at + k_reap_grace;
 }
 

@@ -97,6 +97,9 @@ class Supervisor {
   bool m_job_resumed = false;
   std::optional<Deadline> m_kill_at;    // when SIGKILL goes to the group
   std::optional<Deadline> m_killed_at;  // when it went
+  /// Processes that came to rlock as subreaper were found (and killed)
+  /// after that: not finished until none is left.
+  bool m_adopted_left = false;
 };
 
 }  // namespace rlock::supervise

@@ -65,6 +65,24 @@ PROMPT='?PROMPT\$ $'
   rl 1 status jc-z
 }
 
+@test "job control: Ctrl-Z with stdin not the terminal (echo | rlock run) stops the command too" {
+  # The terminal is rlock's stdout: the command must get it all the same,
+  # else Ctrl-Z stopped rlock alone and the command ran on unrenewed.
+  local run segment
+  printf -v run 'echo | %q run jc-p -t 30s -- bash -c %q\n' "$RLOCK" 'for i in $(seq 30); do echo "tick-$i"; sleep 0.1; done; echo "done-$((6 * 7))"'
+  shell ">$run" '?tick-3' '>\x1a' '?Stopped' "$PROMPT" \
+    '>sleep 1; echo "slept-$((6 * 7))"\n' '?slept-42' "$PROMPT" \
+    '>fg\n' '?done-42' "$PROMPT" '>echo rc=$?\n' '?rc=[0-9]+'
+  assert_output --partial 'rc=0'
+  segment="${output#*Stopped}"
+  segment="${segment%%slept-42*}"
+  # (The job's line shows the command as typed: "tick-$i", no number.)
+  if [[ "$segment" =~ tick-[0-9] ]]; then
+    fail "the command went on while its job was stopped: $segment"
+  fi
+  rl 1 status jc-p
+}
+
 @test "job control: stopped longer than the lease, fg ends with exit 79 and no second holder" {
   M="$BATS_TEST_TMPDIR"
   local run

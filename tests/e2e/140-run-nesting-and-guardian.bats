@@ -163,6 +163,54 @@ acquire_after_kill() {
   fi
 }
 
+@test "run: A -- run B -- run C -- CMD: when A ends it, CMD is dead before A exits, every time" {
+  # A kills B's group; C then comes to A, is killed, and only once C has
+  # exited does CMD come to A: A must look until nobody is left, not stop
+  # when B's group is gone (then CMD lived on for C's kill-after).
+  # The race was lost about one time in three: eight rounds.
+  local i cmd
+  for ((i = 1; i <= 8; i++)); do
+    rm -f "$M/cmd"
+    rl 79 run "nest3-a$i" --max-hold 1s --kill-after 200ms -- "$RLOCK" run "nest3-b$i" -- \
+      "$RLOCK" run "nest3-c$i" -- sh -c "trap '' TERM; echo \$\$ >'$M/cmd'; while :; do date >/dev/null; sleep 0.01; done"
+    cmd="$(<"$M/cmd")"
+    # Another client takes A at once.
+    rl 0 acquire "nest3-a$i" -n
+    nap 0.3
+    if ! gone "$cmd"; then
+      kill -KILL "$cmd" 2>/dev/null || true
+      fail "round $i: the innermost command outlived the outer run"
+    fi
+  done
+}
+
+@test "run: kill -9 of the outer rlock of A -- run B -- CMD: CMD is dead by A's lease end, not after B's kill-after" {
+  # A's guardian kills B (A's command); B's guardian would then give CMD
+  # B's --kill-after (20 s), far beyond A's lease: it reads A's deadline
+  # page (RLOCK_DEADLINES) and kills CMD by A's point instead.
+  local cmd
+  bg_rlock outer run nest-d -t 1500ms -- "$RLOCK" run nest-e -t 60s --kill-after 20s -- \
+    bash -c "trap '' TERM; echo \$\$ >'$M/cmd'; while :; do sleep 0.05; done"
+  wait_for_file "$M/cmd"
+  cmd="$(<"$M/cmd")"
+  kill -KILL "$(<"$M/outer.pid")"
+  # Granted once A's lease is over (1.5 s at most).
+  rl 0 acquire nest-d -w 10s
+  if ! gone "$cmd"; then
+    kill -KILL "$cmd" 2>/dev/null || true
+    fail "the inner command outlived the outer lease"
+  fi
+}
+
+@test "run: RLOCK_DEADLINES names the runs' deadline pages, open in the command; a forged entry is ignored" {
+  rl 0 run dl-a -- "$RLOCK" run dl-b -- sh -c 'echo "$RLOCK_DEADLINES"; for fd in $(echo "$RLOCK_DEADLINES" | tr , " "); do readlink "/proc/$$/fd/$fd"; done'
+  assert_line -n 0 --regexp '^[0-9]+,[0-9]+$'
+  assert_line -n 1 --partial 'memfd:rlock-deadline'
+  assert_line -n 2 --partial 'memfd:rlock-deadline'
+  # Not a page (stdin, a file, nothing): the run goes on without it.
+  RLOCK_DEADLINES="0,1,x,99" rl 0 run dl-c -- true
+}
+
 @test "run: kill -9 of rlock kills the command's grandchild before the lock is free again" {
   start_orphan orphan 'sleep 30 & echo $! >"$0"; wait'
   acquire_after_kill orphan

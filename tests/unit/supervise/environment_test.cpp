@@ -52,6 +52,16 @@ TEST(ChildEnvironment, HeldKeepsTheEnclosingHoldsOutermostFirst) {
       has(env, "RLOCK_HELD=aaaaaaaa:outer,bbbbbbbb:middle," + short_id(k_hold.token) + ":deploy"));
 }
 
+TEST(ChildEnvironment, DeadlinesListTheEnclosingPagesThenThisOne) {
+  HoldInfo hold = k_hold;
+  hold.deadline_fd = 7;
+  EXPECT_TRUE(has(child_environment({"RLOCK_DEADLINES=3,5"}, hold), "RLOCK_DEADLINES=3,5,7"));
+  EXPECT_TRUE(has(child_environment({"PATH=/bin"}, hold), "RLOCK_DEADLINES=7"));
+  // No page of its own: the enclosing ones are passed on as they were.
+  EXPECT_TRUE(has(child_environment({"RLOCK_DEADLINES=3"}, k_hold), "RLOCK_DEADLINES=3"));
+  EXPECT_FALSE(has_name(child_environment({"PATH=/bin"}, k_hold), "RLOCK_DEADLINES"));
+}
+
 TEST(HeldLocks, NamesWithCommasAndPercentsRoundTrip) {
   std::vector<HeldLock> held{{"aaaaaaaa", "a,b"}, {"bbbbbbbb", "100%"}, {"cccccccc", "x:y"}};
   EXPECT_EQ(format_held(held), "aaaaaaaa:a%2Cb,bbbbbbbb:100%25,cccccccc:x:y");
