@@ -209,6 +209,20 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   const std::vector<std::string> wait{"WAIT", std::to_string(ack.wanted),
                                       std::to_string(timeout.count())};
   auto waited = conn.command(wait, std::max(deadline, Clock::now() + timeout + Millis(1000)));
+  if (!waited &&
+      (waited.error().code == Error::Code::auth || waited.error().code == Error::Code::server) &&
+      waited.error().server == redis::ServerError::other) {
+    // WAIT refused (an ACL without +wait, a renamed command): as for a
+    // refused ROLE, the write was done but cannot be confirmed, now or
+    // later: an acquire gives its lease back, a release stands. (As an
+    // error it left an acquire's grant in place for the whole TTL, with no
+    // token printed to release it, and a release that was done said 77.)
+    ack.problem = fmt::format(
+        "WAIT was refused, so the replicas could not acknowledge: {} (allow +wait, or "
+        "use --replicas 0)",
+        waited.error().message);
+    return Outcome{std::move(*reply), std::move(ack)};
+  }
   if (!waited) return std::unexpected(waited.error());
   if (waited->type != redis::Reply::Type::integer)
     return fail(Error::Code::protocol,

@@ -56,3 +56,20 @@ start_replica() {
   rl_wait holder 0
   stop_redis "$REPLICA_PID"
 }
+
+@test "replicas: WAIT refused by the ACL: the acquire is given back (77), a release stands (0)" {
+  start_replica
+  rcli ACL SETUSER nowait on '>pw-nowait' '~rlock:*' +@all -wait >/dev/null
+  printf 'pw-nowait\n' >"$BATS_TEST_TMPDIR/pw"
+  chmod 600 "$BATS_TEST_TMPDIR/pw"
+  # Before: 77, and the grant kept for its whole TTL with no token printed.
+  rl 77 --user nowait --password-file "$BATS_TEST_TMPDIR/pw" run -t 30s wait-refused -- echo ran
+  refute_output --partial ran
+  assert_stderr --partial "WAIT was refused"
+  rl 1 status wait-refused
+  # Before: the release was done, and said 77.
+  rl 0 acquire wait-released -t 30s
+  local token="$output"
+  rl 0 --user nowait --password-file "$BATS_TEST_TMPDIR/pw" release wait-released --token "$token"
+  rl 1 status wait-released
+}
