@@ -211,6 +211,20 @@ wait_queued() {
   done
 }
 
+@test "hostile data: another application's hash at a lock's meta key is refused, not filled and deleted" {
+  # A hash-tagged key of another application ({cart7}:m) under an empty
+  # --prefix: before, run took it over and deleted it when it ended.
+  rcli HSET '{cart7}:m' item1 3 item2 5 >/dev/null
+  local before
+  before="$(rcli HGETALL '{cart7}:m')"
+  rl 76 --prefix '' run -t 2s cart7 -- echo ran
+  refute_output --partial ran
+  assert_stderr --partial 'holds a hash without a limit, not part of an rlock lock'
+  rl 76 --prefix '' acquire cart7 -n
+  assert_equal "$(rcli HGETALL '{cart7}:m')" "$before"
+  assert_equal "$(rcli PTTL '{cart7}:m')" -1
+}
+
 @test "hostile data: a foreign key at a waiter's wake list gets it no grant, and the release is whole" {
   rl 0 acquire forged-wake -t 60s
   local token="$output" member

@@ -300,8 +300,15 @@ elseif op ~= 'renew' and op ~= 'status' then
   local err = foreign_key(M)
   if err then return err end
   -- So is a limit that is not one: the grants would compare with it halfway.
+  -- And a hash without one is no M of ours (every run that makes M writes
+  -- its limit first): another application's hash at this name, which the
+  -- lock would fill with its fields and delete when it ends.
   local limit = redis.call('HGET', M, 'limit')
-  if limit and not (string.match(limit, '^%d+$') and #limit <= 9 and tonumber(limit) >= 1) then
+  if not limit then
+    return redis.error_reply('WRONGTYPE key ' .. M .. ' holds a hash without a limit, not ' ..
+      'part of an rlock lock: nothing was changed')
+  end
+  if not (string.match(limit, '^%d+$') and #limit <= 9 and tonumber(limit) >= 1) then
     return redis.error_reply('ERR key ' .. M .. ' holds a limit that is not a positive ' ..
       'integer, not part of an rlock lock: nothing was changed')
   end
