@@ -29,6 +29,9 @@ struct Ack {
   /// Set when the replicas could not even be counted (ROLE refused): the
   /// lease then does not count either.
   std::string problem;
+  /// What kind of failure the problem is: an ACL's refusal (ROLE, WAIT: 77)
+  /// or the server's (a replica that takes writes: 76).
+  bool problem_is_server = false;
   bool enough() const { return problem.empty() && acknowledged >= wanted; }
 };
 

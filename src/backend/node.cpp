@@ -39,6 +39,24 @@ std::string sentinel_not_server(const std::string& where) {
       where);
 }
 
+/// A ROLE reply of a replica, which took the write since the script did
+/// not fail with READONLY (replica-read-only no): its writes never reach
+/// its master, and the next full resync wipes them. A lock there is no
+/// lock (two holders at once, one through the replica's URL and one
+/// through the master's): the write does not count, and an acquire gives
+/// it back.
+std::optional<Ack> writable_replica(const redis::Reply& role, const std::string& where) {
+  if (role.type != redis::Reply::Type::array || role.elements.empty() ||
+      role.elements[0].str != "slave")
+    return std::nullopt;
+  return Ack{0, 1,
+             fmt::format("{} is a replica that takes writes (replica-read-only no): a lock "
+                         "written there never reaches its master and a resync wipes it; give "
+                         "the master's URL, or the Sentinels' (redis-sentinel://)",
+                         where),
+             true};
+}
+
 bool is_noscript(const redis::Reply& reply) {
   return reply.is_error() && redis::server_error_kind(reply.str) == redis::ServerError::noscript;
 }
@@ -187,6 +205,8 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   if (!reply) return std::unexpected(reply.error());
   if (role && !role->is_error()) replicas_seen.observe(connected_replicas(*role), Clock::now());
   if (!acknowledge) return Outcome{std::move(*reply), std::nullopt};
+  if (auto replica = role ? writable_replica(*role, conn.describe()) : std::nullopt)
+    return Outcome{std::move(*reply), std::move(*replica)};
   if (role && role->is_error()) {
     // The replicas cannot be counted (an ACL without +role): a lease
     // written must not count, and the caller gives it back. So, when no
@@ -262,6 +282,8 @@ std::optional<Result<Outcome>> script_answer(const std::string& where,
   const redis::Reply* role = replies.size() > 1 ? &replies.front() : nullptr;
   if (role && !role->is_error()) replicas_seen.observe(connected_replicas(*role), Clock::now());
   if (!acknowledge) return Result<Outcome>(Outcome{std::move(reply), std::nullopt});
+  if (auto replica = role ? writable_replica(*role, where) : std::nullopt)
+    return Result<Outcome>(Outcome{std::move(reply), std::move(*replica)});
   // A refused ROLE, or replicas to wait for: execute() words and does that.
   if (!role || role->is_error()) return std::nullopt;
   if (call.wrote_lease && !call.wrote_lease(reply))

@@ -46,8 +46,8 @@ Error unacknowledged(const std::string& what, const backend::Ack& ack, Millis wi
   // Replicas that lag may catch up (69, and a waiter retries); a ROLE the
   // ACL refuses will be refused again, so it is the ACL failure it is (77).
   if (!ack.problem.empty())
-    return Error{Error::Code::auth, fmt::format("{}: {}", what, ack.problem),
-                 redis::ServerError::other};
+    return Error{ack.problem_is_server ? Error::Code::server : Error::Code::auth,
+                 fmt::format("{}: {}", what, ack.problem), redis::ServerError::other};
   return Error{Error::Code::unreachable,
                fmt::format("{}: {} of {} replicas acknowledged it within {}", what,
                            ack.acknowledged, ack.wanted, format_duration(within)),

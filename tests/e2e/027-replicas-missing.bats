@@ -16,11 +16,11 @@ load helpers
   rl 69 --replicas 1 acquire never-acked -n
 }
 
-# start_replica: a replica of this file's server (REDIS_PORT), on
-# REPLICA_PORT with its pid in REPLICA_PID, online when this returns.
+# start_replica [OPTION...]: a replica of this file's server (REDIS_PORT),
+# on REPLICA_PORT with its pid in REPLICA_PID, online when this returns.
 start_replica() {
   local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" i
-  start_redis --replicaof 127.0.0.1 "$port" || return 1
+  start_redis --replicaof 127.0.0.1 "$port" "$@" || return 1
   export REPLICA_PORT="$REDIS_PORT" REPLICA_PID="$REDIS_PID"
   export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
   for ((i = 0; i < 100; i++)); do
@@ -72,4 +72,18 @@ start_replica() {
   local token="$output"
   rl 0 --user nowait --password-file "$BATS_TEST_TMPDIR/pw" release wait-released --token "$token"
   rl 1 status wait-released
+}
+
+@test "replicas: a replica that takes writes (replica-read-only no) is no lock server: 76, given back" {
+  start_replica --replica-read-only no
+  local replica="redis://127.0.0.1:$REPLICA_PORT/0"
+  # Before: a second holder through the replica while the master's ran.
+  rl 76 -u "$replica" run -t 10s on-replica -- echo ran
+  refute_output --partial ran
+  assert_stderr --partial "is a replica that takes writes"
+  rl 1 -u "$replica" status on-replica
+  rl 76 -u "$replica" acquire on-replica -n
+  # The master takes it, as ever.
+  rl 0 run -n on-replica -- echo on-master
+  assert_output on-master
 }
