@@ -35,6 +35,15 @@ Action register_acquire(CLI::App& command, Context& context) {
     supervise::keep_ignored(ignored);
     auto taken = context.take(*client, *plan, interrupt.fd());
     context.finish_progress();
+    // Decided here: from now on the signals wait (blocked, and dropped at
+    // exit), so that one coming while the token is printed, or as rlock
+    // exits, no longer kills it after the token went out (exit 143 with the
+    // lock held for its whole TTL, and a caller's `|| exit` never released
+    // it). One that came before is read just below.
+    sigset_t terminating;
+    sigemptyset(&terminating);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&terminating, sig);
+    pthread_sigmask(SIG_BLOCK, &terminating, nullptr);
     // Whatever ended the wait, a signal that came meanwhile decides: the
     // caller is going away, so is a lock already granted (a failed take
     // holds nothing).

@@ -124,6 +124,25 @@ EOF
   assert_equal "$(<"$M/trapped")" TERM
 }
 
+@test "acquire: a SIGTERM that comes once the token is printed never leaves the lock held with a failure" {
+  # The token is out: the caller owns the lock. Before, a signal landing
+  # while rlock exited killed it (143) with the lock held for its TTL, and
+  # `T=$(rlock acquire x) || exit` never released it (3 of 200).
+  local fifo="$BATS_TEST_TMPDIR/out" i pid rc token failed=0
+  mkfifo "$fifo"
+  for ((i = 1; i <= 200; i++)); do
+    "$RLOCK" acquire "sig-after-$i" -t 30s >"$fifo" &
+    pid=$!
+    read -r token <"$fifo"
+    kill -TERM "$pid" 2>/dev/null || true
+    rc=0
+    wait "$pid" || rc=$?
+    if ((rc != 0)) && "$RLOCK" status "sig-after-$i" >/dev/null 2>&1; then failed=$((failed + 1)); fi
+    "$RLOCK" release "sig-after-$i" --token "$token" >/dev/null 2>&1 || true
+  done
+  ((failed == 0)) || fail "$failed of 200 acquires exited non-zero with their lock held"
+}
+
 @test "acquire -w: SIGINT it was started with ignored stays ignored; SIGTERM leaves the queue, 143" {
   rl 0 acquire ign -t 30s
   local token="$output"
