@@ -217,6 +217,12 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
   // k_min_try, so that a short wait hears a healthy server on a slow
   // network, and a waiter whose time is up can still leave the queue.
   constexpr Millis k_min_try{1000};
+  // Only the first: a retry (the server out of reach, a Sentinel master or
+  // a Cluster shard missing) that began near the end of the wait got a
+  // whole k_min_try too, and `-w 1s` ended after 2.2 s. A retry gets what
+  // is left of the wait, and k_min_retry at the least.
+  constexpr Millis k_min_retry{200};
+  bool tried_once = false;
   // The try after a transient refusal is the exception: the server
   // answers, and the backend's retries within the try must end with the
   // wait (or the outage tolerance), not k_min_try after it.
@@ -227,7 +233,8 @@ Result<Grant> LockClient::acquire(const Request& request, std::optional<Millis> 
     const auto now = Clock::now();
     const Deadline by = now + m_backend->command_timeout();
     if (refused) return std::min(by, refusals_end(outage_since, give_up_at));
-    return blocking && wait ? std::min(by, std::max(give_up_at, now + k_min_try)) : by;
+    const Millis least = std::exchange(tried_once, true) ? k_min_retry : k_min_try;
+    return blocking && wait ? std::min(by, std::max(give_up_at, now + least)) : by;
   };
   // Gives up with `error`. An interrupted waiter leaves the queue first.
   // So does one whose try or wait went unanswered (a frozen or cut-off
