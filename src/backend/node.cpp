@@ -57,6 +57,21 @@ std::optional<Ack> writable_replica(const redis::Reply& role, const std::string&
              true};
 }
 
+/// `error` as it is, unless it is an "unknown command" from a server that
+/// answers ROLE as a Sentinel: then the URL names the wrong kind of server,
+/// which no retry mends (78). An acquire learns it from the ROLE sent with
+/// it; this is for the calls that send none (status, a listing).
+Error sentinel_or(redis::Connection& conn, Error error) {
+  if (error.code != Error::Code::server ||
+      error.message.find("unknown command") == std::string::npos)
+    return error;
+  auto role = conn.command({"ROLE"});
+  if (role && role->type == redis::Reply::Type::array && !role->elements.empty() &&
+      role->elements[0].str == "sentinel")
+    return Error{Error::Code::config, sentinel_not_server(conn.describe())};
+  return error;
+}
+
 bool is_noscript(const redis::Reply& reply) {
   return reply.is_error() && redis::server_error_kind(reply.str) == redis::ServerError::noscript;
 }
@@ -202,7 +217,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
       reply = std::move(last);
     }
   }
-  if (!reply) return std::unexpected(reply.error());
+  if (!reply) return std::unexpected(sentinel_or(conn, reply.error()));
   if (role && !role->is_error()) replicas_seen.observe(connected_replicas(*role), Clock::now());
   if (!acknowledge) return Outcome{std::move(*reply), std::nullopt};
   if (auto replica = role ? writable_replica(*role, conn.describe()) : std::nullopt)
@@ -338,7 +353,7 @@ Result<std::vector<std::string>> scan_lock_names(redis::Connection& conn, const 
     if (++steps > k_max_scan_steps) return std::unexpected(too_many_steps(conn).error());
     auto reply = conn.command(scan_command(cursor, pattern),
                               std::min(scan_until, Clock::now() + command_timeout));
-    if (!reply) return std::unexpected(reply.error());
+    if (!reply) return std::unexpected(sentinel_or(conn, reply.error()));
     auto next = scan_step(*reply, prefix, names);
     if (!next) return std::unexpected(next.error());
     cursor = std::move(*next);
@@ -608,8 +623,12 @@ Result<void> StatusListing::run() {
       continue;
     }
     // As Connection::command would: the server's refusal is an error.
-    if (got->front().is_error())
-      return std::unexpected(redis::server_failure(m_conn->describe(), got->front().str));
+    if (got->front().is_error()) {
+      Error refused = redis::server_failure(m_conn->describe(), got->front().str);
+      // Nothing else in flight (the first step): ROLE may say what it is.
+      if (m_sent.empty()) refused = sentinel_or(*m_conn, std::move(refused));
+      return std::unexpected(std::move(refused));
+    }
     auto next = scan_step(got->front(), m_prefix, m_names);
     if (!next) return std::unexpected(next.error());
     cursor = std::move(*next);

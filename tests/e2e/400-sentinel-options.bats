@@ -5,6 +5,11 @@
 
 load helpers
 
+# A failed assertion must not leave a test's Sentinel running.
+teardown() {
+  kill_bg_pids
+}
+
 # conf TEXT: writes TEXT to a private config file and prints its path.
 conf() {
   local file="$BATS_TEST_TMPDIR/rlock.conf"
@@ -113,11 +118,17 @@ $bad")"
     [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && break
     nap 0.05
   done
-  # A failed assertion must not leave the Sentinel running.
-  trap 'kill_bg_pids' RETURN
   rl 78 -u "redis://127.0.0.1:$port/0" acquire snt -n
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --partial "127.0.0.1:$port/0 is a Sentinel, not a Redis server: a Sentinel URL is redis-sentinel://"
+  # The operator's tools too, which send no ROLE of their own: before, 76
+  # with Redis' "unknown command 'SCAN'" (probe O).
+  local args
+  for args in "status" "status snt" "--json status snt" "release snt --force"; do
+    # shellcheck disable=SC2086 # $args is a list of words
+    rl 78 -u "redis://127.0.0.1:$port/0" $args
+    assert_stderr --partial "is a Sentinel, not a Redis server"
+  done
 }
 
 @test "cluster: seeds that are all plain servers are a configuration error (78), not a Cluster out of reach (69)" {
