@@ -334,6 +334,10 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
   // Nodes that answered that they are no Cluster's (a plain server named
   // among the seeds): only all of them is the user's configuration to fix.
   std::vector<std::string> not_cluster;
+  // Nodes that refused the URL's database (a Cluster has only 0): the same
+  // configuration error as with a single node's URL (76), not an outage.
+  std::optional<Error> select_refused;
+  std::size_t refused_select = 0;
   for (std::size_t k = 0; k < unique.size(); ++k) {
     const NodeAddress& node = unique[k];
     if (Clock::now() >= deadline) break;
@@ -358,6 +362,11 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
       if (error.code == Error::Code::server &&
           error.message.find("cluster support disabled") != std::string::npos)
         not_cluster.push_back(node.text());
+      if (error.code == Error::Code::server &&
+          error.message.find("SELECT is not allowed in cluster mode") != std::string::npos) {
+        ++refused_select;
+        if (!select_refused) select_refused = error;
+      }
       problems.push_back(error.message);
       continue;
     }
@@ -374,6 +383,7 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
     return {};
   }
   if (auth_error && problems.size() == 1) return std::unexpected(*auth_error);
+  if (select_refused && refused_select == problems.size()) return std::unexpected(*select_refused);
   if (!not_cluster.empty() && not_cluster.size() == problems.size())
     return fail(
         Error::Code::config,

@@ -153,6 +153,17 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   assert_stderr --partial "127.0.0.1:$dead"
 }
 
+@test "cluster: a database other than 0 is the same configuration error through one node or a seed list" {
+  local second="${CLUSTER_PORTS#* }"
+  second="${second%% *}"
+  rl 76 -u "redis://127.0.0.1:$SEED/2" acquire db2 -n
+  assert_stderr --partial "SELECT is not allowed in cluster mode"
+  # Every seed answered, refusing the database: before, 69 "no node of the
+  # Cluster answered", which scripts retry as an outage.
+  rl 76 -u "redis://127.0.0.1:$SEED,127.0.0.1:$second/2" acquire db2 -n
+  assert_stderr --partial "SELECT is not allowed in cluster mode"
+}
+
 @test "cluster: a hung seed first in the list costs its share of the time, and the next one answers" {
   local scheme="${RLOCK_URL%%://*}"
   start_hung_server
