@@ -474,14 +474,9 @@ Result<Child> Child::spawn(const Launch& launch) {
   return spawn(launch, std::move(*guardian));
 }
 
-#ifdef RLOCK_GUARD_SHARES_MEMORY
-/// The guardian's stack: guard() needs well under 4 KiB of it. A page below
-/// faults instead of overwriting memory.
-constexpr std::size_t k_guardian_stack = std::size_t{32} * 1024;
-
-/// What guard() is started with, written at the foot of the guardian's own
-/// stack before it starts: the frame of Guardian::start may be gone by the
-/// time it reads them.
+/// What guard() is started with (where it shares rlock's memory, written
+/// at the foot of the guardian's own stack before it starts: the frame of
+/// Guardian::start may be gone by the time it reads them).
 struct GuardArgs {
   int pipe_read;
   std::int64_t kill_after_ns;
@@ -489,6 +484,11 @@ struct GuardArgs {
   const std::int64_t* outer[k_max_outer];
   int outer_count;
 };
+
+#ifdef RLOCK_GUARD_SHARES_MEMORY
+/// The guardian's stack: guard() needs well under 4 KiB of it. A page below
+/// faults instead of overwriting memory.
+constexpr std::size_t k_guardian_stack = std::size_t{32} * 1024;
 
 /// Whether the guardian may share rlock's memory: not under Valgrind, which
 /// runs no process that shares memory without being a thread (it stops the
