@@ -429,6 +429,8 @@ class QuorumBackend final : public Backend {
   /// Tells m_notice of each member flagged in `read_only` (a read-only
   /// replica) that it was not told of before, once per member.
   void tell_read_only(const std::vector<bool>& read_only);
+  /// Tells of each member whose host name does not resolve, once.
+  void tell_unresolved(const std::vector<MemberReply>& replies);
 
   std::vector<std::unique_ptr<Member>> m_members;
   Notice m_notice;
@@ -436,9 +438,11 @@ class QuorumBackend final : public Backend {
   /// shared with the clones (run's heartbeat) so that a process tells of
   /// each member once.
   struct ReadOnlyMembers {
-    explicit ReadOnlyMembers(std::size_t n) : seen(n, false) {}
+    explicit ReadOnlyMembers(std::size_t n) : seen(n, false), unresolved(n, false) {}
     std::mutex mutex;
     std::vector<bool> seen;
+    /// The members whose host name does not resolve, told of likewise.
+    std::vector<bool> unresolved;
   };
   std::shared_ptr<ReadOnlyMembers> m_read_only;
   int m_interrupt_fd = -1;
@@ -612,6 +616,7 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
       for (std::size_t k = 0; k < replies.size(); ++k)
         read_only[k] = lock::read_only_member(replies[k]);
       tell_read_only(read_only);
+      tell_unresolved(replies);
       return replies;
     }
     // Step-wise answers land in their batches through on_answer; a
@@ -626,6 +631,42 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
     }
     if (*waited == redis::Waited::woken) drain_eventfd(batch.ready);
   }
+}
+
+namespace {
+
+/// Whether a member failed because its host name does not exist (a typo:
+/// no retry mends it), not because the resolver is slow or out of reach.
+bool unresolvable(const MemberReply& m) {
+  return m.state == MemberReply::State::failed &&
+         m.problem.find("cannot resolve") != std::string::npos &&
+         (m.problem.find("Name or service not known") != std::string::npos ||
+          m.problem.find("No address associated with hostname") != std::string::npos);
+}
+
+}  // namespace
+
+void QuorumBackend::tell_unresolved(const std::vector<MemberReply>& replies) {
+  if (!m_notice) return;
+  std::vector<std::size_t> news;
+  {
+    std::lock_guard lock(m_read_only->mutex);
+    for (std::size_t k = 0; k < replies.size() && k < m_members.size(); ++k)
+      if (unresolvable(replies[k]) && !m_read_only->unresolved[k]) {
+        m_read_only->unresolved[k] = true;
+        news.push_back(k);
+      }
+  }
+  const std::size_t n = m_members.size(), need = lock::majority(n), able = n - 1;
+  const std::string left =
+      able < need   ? fmt::format("no majority ({}) can take it", need)
+      : able > need ? fmt::format("only {} may fail (a majority is {})", able - need, need)
+                    : fmt::format("none may fail (a majority is {})", need);
+  for (const std::size_t k : news)
+    m_notice(fmt::format(
+        "quorum member {}: its host name does not resolve (a typo?), so it counts as down on "
+        "every try: of the other {}, {}",
+        m_members[k]->model().describe(), able, left));
 }
 
 void QuorumBackend::tell_read_only(const std::vector<bool>& read_only_now) {

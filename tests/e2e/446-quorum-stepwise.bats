@@ -157,6 +157,22 @@ url_list() {
   rl_wait waiter 0
 }
 
+@test "quorum: a member whose host name does not resolve is told of once, a warning, not silently down" {
+  if ! unshare -m true 2>/dev/null; then skip "unshare -m is not permitted"; fi
+  # No lookup leaves the machine: in a mount namespace of its own, rlock's
+  # resolver reads host names from files only, so the typo fails at once.
+  local ns="$BATS_TEST_TMPDIR/nsswitch.conf"
+  printf 'hosts: files\n' >"$ns"
+  run --separate-stderr timeout -k 5 20 unshare -m sh -c 'mount --bind "$1" /etc/nsswitch.conf && shift && exec "$@"' _ "$ns" \
+    "$RLOCK" -u "redis://127.0.0.1:$(q_port 1)/0" -u "redis://127.0.0.1:$(q_port 2)/0" \
+    -u "redis://no-such-member.invalid:$(q_port 3)/0" run -t "$Q_TTL" typo -- echo ran
+  assert_equal "$status" 0
+  assert_output ran
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "quorum member redis://no-such-member.invalid:$(q_port 3)/0: its host name does not resolve (a typo?)"
+  assert_stderr --partial "of the other 2, none may fail (a majority is 2)"
+}
+
 @test "quorum: run's heartbeat renews on every member without a thread per member" {
   bg_rlock holder run -t 1s hq -- sleep 2.5
   local pid="$(<"$BATS_TEST_TMPDIR/holder.pid")" i
