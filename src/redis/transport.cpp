@@ -25,6 +25,8 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <set>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <tuple>
@@ -662,7 +664,7 @@ Result<std::size_t> Transport::try_read(std::span<char> buffer) {
   }
   const ssize_t got = recv(m_fd.get(), buffer.data(), buffer.size(), 0);
   if (got > 0) {
-    m_answered = true;
+    answered_plain();
     return static_cast<std::size_t>(got);
   }
   if (got == 0 || !would_block(errno)) return dropped(got == 0 ? 0 : errno);
@@ -786,10 +788,32 @@ std::unexpected<Error> Transport::closed(std::string_view reason) const {
   return failure(Error::Code::unreachable, reason);
 }
 
+namespace {
+
+/// The servers (by redacted URL) that have answered in plain text in this
+/// process, on any connection: a later connection to one of them that is
+/// dropped before its first reply (a restart, a proxy cutting it) is no
+/// sign of a TLS port. Shared by the heartbeat's thread and the main one.
+std::mutex g_plain_mutex;
+std::set<std::string> g_answered_plain;
+
+}  // namespace
+
+void Transport::answered_plain() {
+  if (std::exchange(m_answered, true)) return;
+  std::lock_guard lock(g_plain_mutex);
+  g_answered_plain.insert(m_name);
+}
+
 std::unexpected<Error> Transport::dropped(int error) const {
   std::string reason = error == 0 ? "connection closed by the server" : system_message(error);
-  // A TLS-only port drops a plain-text request without a word.
-  if (!m_answered) reason += " before any reply (if that is a TLS port: rediss:// or --tls)";
+  // A TLS-only port drops a plain-text request without a word; a server
+  // that answered this process in plain text before is not one.
+  if (!m_answered && !m_ssl) {
+    std::lock_guard lock(g_plain_mutex);
+    if (!g_answered_plain.contains(m_name))
+      reason += " before any reply (if that is a TLS port: rediss:// or --tls)";
+  }
   return failure(Error::Code::unreachable, reason);
 }
 
@@ -885,7 +909,7 @@ Result<std::size_t> Transport::read_some(std::span<char> buffer, const TimeLimit
     }
     const ssize_t got = recv(m_fd.get(), buffer.data(), buffer.size(), 0);
     if (got > 0) {
-      m_answered = true;
+      answered_plain();
       return static_cast<std::size_t>(got);
     }
     if (got == 0 || !would_block(errno)) return dropped(got == 0 ? 0 : errno);

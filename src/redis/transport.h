@@ -122,6 +122,8 @@ class Transport {
   Result<void> ssl_wait(int result, const TimeLimit& limit) const;
   /// A plain-text connection closed (`error` 0) or broken (errno) by the
   /// server, said with a hint when no reply was ever read on it.
+  /// Notes a plain-text answer (see dropped()).
+  void answered_plain();
   std::unexpected<Error> dropped(int error) const;
   /// "cannot connect to URL: reason" before the handshake is done, then
   /// "URL: reason".
