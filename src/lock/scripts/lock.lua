@@ -52,7 +52,13 @@ local H, S, Q, X, L, I, M, F, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], K
 local op = ARGV[1]
 
 if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.call('TIME')
+-- pcall: a user without +time would get Redis' words, which name no
+-- command ("can't run this command or subcommand").
+local t = redis.pcall('TIME')
+if t.err then
+  return redis.error_reply('NOPERM this user has no permissions to run the \'time\' command, ' ..
+    'which rlock needs: nothing was changed (see Minimum ACL in rlock(1))')
+end
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
