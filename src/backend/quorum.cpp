@@ -261,8 +261,7 @@ MemberReply reply_of(Result<Outcome> outcome) {
 class QuorumBackend final : public Backend {
  public:
   QuorumBackend(std::vector<std::unique_ptr<Backend>> members, Notice notice)
-      : m_notice(std::move(notice)),
-        m_read_only(std::make_shared<ReadOnlyMembers>(members.size())) {
+      : m_notice(std::move(notice)), m_read_only(std::make_shared<MemberNotices>(members.size())) {
     for (auto& m : members) m_members.push_back(std::make_unique<Member>(std::move(m)));
   }
 
@@ -434,17 +433,17 @@ class QuorumBackend final : public Backend {
 
   std::vector<std::unique_ptr<Member>> m_members;
   Notice m_notice;
-  /// The members seen to be read-only replicas, and told of (m_notice),
-  /// shared with the clones (run's heartbeat) so that a process tells of
-  /// each member once.
-  struct ReadOnlyMembers {
-    explicit ReadOnlyMembers(std::size_t n) : seen(n, false), unresolved(n, false) {}
+  /// The members seen to be read-only replicas or to have a host name that
+  /// does not resolve, and told of (m_notice), shared with the clones
+  /// (run's heartbeat) so that a process tells of each member once.
+  struct MemberNotices {
+    explicit MemberNotices(std::size_t n) : seen(n, false), unresolved(n, false) {}
     std::mutex mutex;
     std::vector<bool> seen;
     /// The members whose host name does not resolve, told of likewise.
     std::vector<bool> unresolved;
   };
-  std::shared_ptr<ReadOnlyMembers> m_read_only;
+  std::shared_ptr<MemberNotices> m_read_only;
   int m_interrupt_fd = -1;
   /// Set when the last acquire gave back grants it got on a minority: the
   /// next wait is a short random pause instead (see wait_for_wake).

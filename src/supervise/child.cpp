@@ -269,7 +269,8 @@ int close_all_but(int keep) {
       // stuck, and the lease may be ending; or an enclosing run's point
       // passed (read again: it may have moved on since). The command must
       // be dead now.
-      if (monotonic_ns() >= earliest_point(kill_by, outer, count)) {
+      if (const std::int64_t due = earliest_point(kill_by, outer, count);
+          due > 0 && monotonic_ns() >= due) {
         signal_group(pgid, SIGKILL);
         kill_by = 0;
         count = 0;  // acted on: no more waking for them
