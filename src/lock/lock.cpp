@@ -401,6 +401,17 @@ Result<void> LockClient::confirm_write(const std::string& name, std::optional<ba
   return {};
 }
 
+Result<std::pair<std::int64_t, std::string>> LockClient::memory_policy(const std::string& name,
+                                                                       Deadline deadline) {
+  auto outcome = run(name, memory_call(), deadline);
+  if (!outcome) return std::unexpected(outcome.error());
+  const auto& e = outcome->reply.elements;
+  if (outcome->reply.type != redis::Reply::Type::array || e.size() != 2 ||
+      e[0].type != redis::Reply::Type::integer)
+    return fail(Error::Code::protocol, "unexpected reply to the memory operation");
+  return std::pair{e[0].integer, e[1].str};
+}
+
 Result<LockView> LockClient::status(const std::string& name, Millis ttl) {
   auto outcome = run(name, status_call(ttl));
   if (!outcome) return std::unexpected(outcome.error());

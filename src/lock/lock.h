@@ -70,6 +70,11 @@ class LockClient {
   /// acknowledged is not confirmed (unreachable).
   Result<Millis> renew(const std::string& name, const std::string& token, Millis ttl,
                        Deadline deadline, bool may_shorten = false);
+  /// The lock's server's maxmemory (bytes, 0 for none) and
+  /// maxmemory-policy, from its INFO (a server that may evict the lock's
+  /// keys: see REDIS REQUIREMENTS in rlock(1)).
+  Result<std::pair<std::int64_t, std::string>> memory_policy(const std::string& name,
+                                                             Deadline deadline);
   /// Releases (or leaves the queue); not_owner if the token held nothing.
   /// Default deadline: the command timeout.
   Result<void> release(const std::string& name, const std::string& token,

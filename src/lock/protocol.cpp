@@ -169,6 +169,10 @@ Call uptime_call() {
   return Call{{"uptime"}, std::nullopt};
 }
 
+Call memory_call() {
+  return Call{{"memory"}, std::nullopt};
+}
+
 Result<LockView> decode_status(const std::string& name, const redis::Reply& reply) {
   const auto& e = reply.elements;
   if (reply.type != redis::Reply::Type::array || e.size() < 6 ||

@@ -74,6 +74,8 @@ Millis status_ttl(const Call& call);
 /// The server's uptime in ms (its INFO, whole seconds): what a quorum
 /// listing asks each member once.
 Call uptime_call();
+/// What asks the lock's server for its maxmemory and maxmemory-policy.
+Call memory_call();
 Result<LockView> decode_status(const std::string& name, const redis::Reply& reply);
 
 // --- A quorum of independent deployments (Redlock) ---------------------------

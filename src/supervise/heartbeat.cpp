@@ -30,6 +30,8 @@ void signal_eventfd(int fd) {
 /// How long into the command the heartbeat thread starts and connects, if
 /// no renewal is due sooner (see Heartbeat::create).
 constexpr Millis k_start_after{100};
+/// At most this long for the question of warn_of_eviction.
+constexpr Millis k_eviction_question{1000};
 
 void drain_eventfd(int fd) {
   std::uint64_t count = 0;
@@ -115,6 +117,22 @@ bool Heartbeat::sleep_until(Deadline until) const {
   }
 }
 
+void Heartbeat::warn_of_eviction(lock::LockClient& client, Deadline due) {
+  if (!m_target.warn) return;
+  // Asked once, on the heartbeat's own connection while the command runs
+  // (nothing waits for it), and never past the first renewal's time: a
+  // server that does not answer (or a quorum, which has no single server
+  // to ask) only goes without the warning.
+  auto memory =
+      client.memory_policy(m_target.name, std::min(due, Clock::now() + k_eviction_question));
+  if (!memory || memory->first <= 0 || memory->second == "noeviction") return;
+  m_target.warn(fmt::format(
+      "warning: the Redis of lock '{}' may evict its keys (maxmemory {} bytes, "
+      "maxmemory-policy {}): evicted, the lock lets a second holder in while this one runs; "
+      "use maxmemory-policy noeviction (see REDIS REQUIREMENTS in rlock(1))",
+      m_target.name, memory->first, memory->second));
+}
+
 void Heartbeat::loop() {
   lock::LockClient& client = m_client.emplace(std::move(m_target.backend));
   Deadline confirmed = m_beat.confirmed;  // only this thread writes it
@@ -123,6 +141,7 @@ void Heartbeat::loop() {
   // Backend::prepare) is opened while the command runs, not before: nothing
   // waits for it (the thread itself starts k_start_after into the command).
   client.backend().prepare(due);
+  warn_of_eviction(client, due);
   int failures = 0;
   while (sleep_until(due)) {
     const auto sent = Clock::now();

@@ -35,6 +35,9 @@ struct HeartbeatTarget {
   std::unique_ptr<backend::Backend> backend;
   std::string name;
   std::string token;
+  /// Says a warning on stderr (unless -q): once, when the lock's server may
+  /// evict the lock's keys (see Heartbeat::loop). None: not asked.
+  std::function<void(const std::string&)> warn;
 };
 
 class Heartbeat {
@@ -81,6 +84,8 @@ class Heartbeat {
 
  private:
   Heartbeat(HeartbeatTarget target, const Timing& timing, Deadline confirmed, Fd stop, Fd news);
+  /// Warns (m_target.warn) when the lock's server may evict its keys.
+  void warn_of_eviction(lock::LockClient& client, Deadline due);
   void loop();
   /// Sleeps until `until`; false when stop() was called meanwhile.
   bool sleep_until(Deadline until) const;

@@ -336,3 +336,23 @@ wait_held() {
   assert_output ''
   assert_stderr "rlock: error: cannot run 'no-such-command-here': No such file or directory"
 }
+
+@test "run: a server that may evict the lock's keys (maxmemory with an evicting policy) is warned of once; -q silences it" {
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" evicting evicting_port
+  start_redis --maxmemory 100mb --maxmemory-policy volatile-lru
+  evicting="$RLOCK_URL" evicting_port="$REDIS_PORT"
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+  # The warning comes from the heartbeat, which starts 100 ms into the command.
+  rl 0 -u "$evicting" run -t 3s evicting -- sleep 0.5
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "may evict its keys (maxmemory 104857600 bytes, maxmemory-policy volatile-lru)"
+  assert_stderr --partial "noeviction"
+  rl 0 -q -u "$evicting" run -t 3s evicting -- sleep 0.5
+  assert_equal "$stderr" ""
+  # noeviction, or no maxmemory at all (this file's server): nothing to say.
+  redis-cli -p "$evicting_port" CONFIG SET maxmemory-policy noeviction >/dev/null
+  rl 0 -u "$evicting" run -t 3s evicting -- sleep 0.5
+  assert_equal "$stderr" ""
+  rl 0 run -t 3s not-evicting -- sleep 0.5
+  assert_equal "$stderr" ""
+}

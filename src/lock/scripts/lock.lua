@@ -94,6 +94,15 @@ end
 -- lock at all (keys and time unused).
 if op == 'uptime' then return { uptime_ms(), role() } end
 
+-- memory -> {maxmemory, maxmemory_policy}: whether this server may evict a
+-- lock's keys (every one but F has an expiry, so volatile-* policies may
+-- too): `run` warns once (keys and time unused).
+if op == 'memory' then
+  local info = redis.call('INFO', 'memory')
+  return { tonumber(string.match(info, 'maxmemory:(%d+)') or '0'),
+    string.match(info, 'maxmemory_policy:([%w%-]+)') or '' }
+end
+
 -- An ACL refusal stops a script at the refused call, and Redis keeps what
 -- the script wrote before it: a lock released although the release
 -- "failed", a waiter queued without its record. So before an operation
