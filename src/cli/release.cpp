@@ -51,7 +51,15 @@ Action register_release(CLI::App& command, Context& context) {
     auto by = lock::local_identity(
         caller, context.show_command() ? process_command(caller) : process_name(caller));
     auto evicted = client->force_release(o->name, o->holder.value_or(""), by);
-    if (!evicted) return report(evicted.error());
+    if (!evicted) {
+      Error error = evicted.error();
+      // Unanswered is not undone: the request may still reach the server.
+      if (error.code == Error::Code::unreachable)
+        error.message +=
+            "; the forced release may still be carried out when the request "
+            "reaches the server: check with status before forcing again";
+      return report(error);
+    }
     if (auto printed = output::print_forced(o->name, *evicted, context.global.json); !printed)
       return report(printed.error());
     // Exit 1 with one error line, as a release whose token holds nothing.

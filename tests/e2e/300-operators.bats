@@ -4,6 +4,11 @@
 
 load helpers
 
+# A test that froze the server must not leave it frozen for the next.
+teardown() {
+  kill -CONT "$REDIS_PID" 2>/dev/null || true
+}
+
 # make_locks PREFIX COUNT: COUNT held locks under PREFIX, named bulk-00001...,
 # plus three names that need escaping in keys, made in one `redis-cli --pipe`
 # that runs the real lock script (EVALSHA, same KEYS and ARGV as rlock), so
@@ -236,4 +241,14 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   assert_line --index 0 --regexp "^rlock $version \(commit ([0-9a-f]{7,40}|unknown)\)$"
   assert_line --index 1 --regexp '^hiredis [0-9]+\.[0-9]+\.[0-9]+, OpenSSL [0-9]+\.[0-9]+\.[0-9]+'
   assert_stderr ''
+}
+
+@test "release --force against a frozen server: 69 says the release may still happen, and to check before forcing again" {
+  rl 0 acquire frozen-force -t 60s
+  kill -STOP "$REDIS_PID"
+  rl 69 release frozen-force --force
+  kill -CONT "$REDIS_PID"
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "timed out"
+  assert_stderr --partial "may still be carried out when the request reaches the server: check with status before forcing again"
 }
