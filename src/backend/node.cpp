@@ -24,9 +24,16 @@ namespace rlock::backend {
 namespace {
 
 /// How many replicas ROLE says are connected to this master.
+/// What a ROLE reply says the server is ("master", "slave", "sentinel"), or
+/// "" for anything else (an error reply, a malformed one).
+std::string_view role_name(const redis::Reply& role) {
+  if (role.type != redis::Reply::Type::array || role.elements.empty()) return {};
+  return role.elements[0].str;
+}
+
 int connected_replicas(const redis::Reply& role) {
-  if (role.type != redis::Reply::Type::array || role.elements.size() < 3 ||
-      role.elements[0].str != "master" || role.elements[2].type != redis::Reply::Type::array)
+  if (role_name(role) != "master" || role.elements.size() < 3 ||
+      role.elements[2].type != redis::Reply::Type::array)
     return 0;
   return static_cast<int>(role.elements[2].elements.size());
 }
@@ -46,9 +53,7 @@ std::string sentinel_not_server(const std::string& where) {
 /// through the master's): the write does not count, and an acquire gives
 /// it back.
 std::optional<Ack> writable_replica(const redis::Reply& role, const std::string& where) {
-  if (role.type != redis::Reply::Type::array || role.elements.empty() ||
-      role.elements[0].str != "slave")
-    return std::nullopt;
+  if (role_name(role) != "slave") return std::nullopt;
   return Ack{0, 1,
              fmt::format("{} is a replica that takes writes (replica-read-only no): a lock "
                          "written there never reaches its master and a resync wipes it; give "
@@ -66,8 +71,7 @@ Error sentinel_or(redis::Connection& conn, Error error) {
       error.message.find("unknown command") == std::string::npos)
     return error;
   auto role = conn.command({"ROLE"});
-  if (role && role->type == redis::Reply::Type::array && !role->elements.empty() &&
-      role->elements[0].str == "sentinel")
+  if (role && role_name(*role) == "sentinel")
     return Error{Error::Code::config, sentinel_not_server(conn.describe())};
   return error;
 }
@@ -205,8 +209,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     if (ask_role) role = std::move((*replies)[first ? 1 : 0]);
     // A Sentinel answers ROLE but runs no script: the URL names the wrong
     // kind of server, which no retry will change.
-    if (role && role->type == redis::Reply::Type::array && !role->elements.empty() &&
-        role->elements[0].str == "sentinel")
+    if (role && role_name(*role) == "sentinel")
       return fail(Error::Code::config, sentinel_not_server(conn.describe()));
     auto& last = replies->back();
     if (is_noscript(last)) {

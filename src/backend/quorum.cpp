@@ -261,7 +261,7 @@ MemberReply reply_of(Result<Outcome> outcome) {
 class QuorumBackend final : public Backend {
  public:
   QuorumBackend(std::vector<std::unique_ptr<Backend>> members, Notice notice)
-      : m_notice(std::move(notice)), m_read_only(std::make_shared<MemberNotices>(members.size())) {
+      : m_notice(std::move(notice)), m_notices(std::make_shared<MemberNotices>(members.size())) {
     for (auto& m : members) m_members.push_back(std::make_unique<Member>(std::move(m)));
   }
 
@@ -337,7 +337,7 @@ class QuorumBackend final : public Backend {
     members.reserve(m_members.size());
     for (const auto& m : m_members) members.push_back(m->model().clone());
     auto copy = std::make_unique<QuorumBackend>(std::move(members), m_notice);
-    copy->m_read_only = m_read_only;  // shared: each member is told of once per process
+    copy->m_notices = m_notices;  // shared: each member is told of once per process
     copy->m_interrupt_fd = m_interrupt_fd;
     copy->m_held = m_held;
     return copy;
@@ -437,13 +437,13 @@ class QuorumBackend final : public Backend {
   /// does not resolve, and told of (m_notice), shared with the clones
   /// (run's heartbeat) so that a process tells of each member once.
   struct MemberNotices {
-    explicit MemberNotices(std::size_t n) : seen(n, false), unresolved(n, false) {}
+    explicit MemberNotices(std::size_t n) : read_only(n, false), unresolved(n, false) {}
     std::mutex mutex;
-    std::vector<bool> seen;
+    std::vector<bool> read_only;  // the read-only replicas, told of
     /// The members whose host name does not resolve, told of likewise.
     std::vector<bool> unresolved;
   };
-  std::shared_ptr<MemberNotices> m_read_only;
+  std::shared_ptr<MemberNotices> m_notices;
   int m_interrupt_fd = -1;
   /// Set when the last acquire gave back grants it got on a minority: the
   /// next wait is a short random pause instead (see wait_for_wake).
@@ -634,6 +634,15 @@ Result<std::vector<MemberReply>> QuorumBackend::gather(Batch& batch, Deadline de
 
 namespace {
 
+/// How much failure a quorum of `n` still bears with only `able` members
+/// that can take a lock.
+std::string what_may_fail(std::size_t n, std::size_t able) {
+  const std::size_t need = lock::majority(n);
+  return able < need   ? fmt::format("no majority ({}) can take it", need)
+         : able > need ? fmt::format("only {} may fail (a majority is {})", able - need, need)
+                       : fmt::format("none may fail (a majority is {})", need);
+}
+
 /// Whether a member failed because its host name does not exist (a typo:
 /// no retry mends it), not because the resolver is slow or out of reach.
 bool unresolvable(const MemberReply& m) {
@@ -649,23 +658,19 @@ void QuorumBackend::tell_unresolved(const std::vector<MemberReply>& replies) {
   if (!m_notice) return;
   std::vector<std::size_t> news;
   {
-    std::lock_guard lock(m_read_only->mutex);
+    std::lock_guard lock(m_notices->mutex);
     for (std::size_t k = 0; k < replies.size() && k < m_members.size(); ++k)
-      if (unresolvable(replies[k]) && !m_read_only->unresolved[k]) {
-        m_read_only->unresolved[k] = true;
+      if (unresolvable(replies[k]) && !m_notices->unresolved[k]) {
+        m_notices->unresolved[k] = true;
         news.push_back(k);
       }
   }
-  const std::size_t n = m_members.size(), need = lock::majority(n), able = n - 1;
-  const std::string left =
-      able < need   ? fmt::format("no majority ({}) can take it", need)
-      : able > need ? fmt::format("only {} may fail (a majority is {})", able - need, need)
-                    : fmt::format("none may fail (a majority is {})", need);
+  const std::size_t n = m_members.size();
   for (const std::size_t k : news)
     m_notice(fmt::format(
         "quorum member {}: its host name does not resolve (a typo?), so it counts as down on "
         "every try: of the other {}, {}",
-        m_members[k]->model().describe(), able, left));
+        m_members[k]->model().describe(), n - 1, what_may_fail(n, n - 1)));
 }
 
 void QuorumBackend::tell_read_only(const std::vector<bool>& read_only_now) {
@@ -673,21 +678,18 @@ void QuorumBackend::tell_read_only(const std::vector<bool>& read_only_now) {
   std::vector<std::size_t> news;
   std::size_t read_only = 0;
   {
-    std::lock_guard lock(m_read_only->mutex);
+    std::lock_guard lock(m_notices->mutex);
     for (std::size_t k = 0; k < read_only_now.size() && k < m_members.size(); ++k)
-      if (read_only_now[k] && !m_read_only->seen[k]) {
-        m_read_only->seen[k] = true;
+      if (read_only_now[k] && !m_notices->read_only[k]) {
+        m_notices->read_only[k] = true;
         news.push_back(k);
       }
     read_only = static_cast<std::size_t>(
-        std::count(m_read_only->seen.begin(), m_read_only->seen.end(), true));
+        std::count(m_notices->read_only.begin(), m_notices->read_only.end(), true));
   }
-  const std::size_t n = m_members.size(), need = lock::majority(n), able = n - read_only;
+  const std::size_t n = m_members.size(), able = n - read_only;
   for (const std::size_t k : news) {
-    const std::string left =
-        able < need   ? fmt::format("no majority ({}) can take it", need)
-        : able > need ? fmt::format("only {} may fail (a majority is {})", able - need, need)
-                      : fmt::format("none may fail (a majority is {})", need);
+    const std::string left = what_may_fail(n, able);
     m_notice(
         fmt::format("quorum member {} is a read-only replica and cannot take a lock: {} of "
                     "{} members can, so {}; {}",

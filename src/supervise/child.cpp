@@ -25,6 +25,8 @@
 #include <tuple>
 #include <utility>
 
+#include "util/number.h"
+
 // Sanitizer builds start the command with a plain fork (see start_child).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RLOCK_SPAWN_BY_FORK 1
@@ -560,17 +562,16 @@ std::vector<const std::int64_t*> enclosing_deadlines() {
   const char* list = std::getenv("RLOCK_DEADLINES");
   for (std::string_view rest = list ? list : ""; !rest.empty() && out.size() < k_max_outer;) {
     const auto comma = rest.find(',');
-    const std::string entry(rest.substr(0, comma));
+    const auto number = parse_integer(rest.substr(0, comma), 0, INT32_MAX);
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    char* end = nullptr;
-    const long fd = std::strtol(entry.c_str(), &end, 10);
-    if (entry.empty() || *end != '\0' || fd < 0 || fd > INT32_MAX) continue;
+    if (!number) continue;
+    const int fd = static_cast<int>(*number);
     struct stat st {};
-    const int seals = fcntl(static_cast<int>(fd), F_GET_SEALS);
-    if (seals < 0 || (seals & k_page_seals) != k_page_seals ||
-        fstat(static_cast<int>(fd), &st) != 0 || st.st_size != k_page_size)
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & k_page_seals) != k_page_seals || fstat(fd, &st) != 0 ||
+        st.st_size != k_page_size)
       continue;
-    void* page = mmap(nullptr, k_page_size, PROT_READ, MAP_SHARED, static_cast<int>(fd), 0);
+    void* page = mmap(nullptr, k_page_size, PROT_READ, MAP_SHARED, fd, 0);
     if (page == MAP_FAILED) continue;
     const auto* words = static_cast<const std::int64_t*>(page);
     if (words[0] != k_page_magic) {
