@@ -185,15 +185,18 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   // needed to report the refusal as what it is.
   const bool ask_role = acknowledge && replicas.all();
   const bool whole = asking || sent_whole(call);
+  // A status writes nothing: it runs in the read-only form, which a server
+  // whose writes are paused still runs (it waited for the pause to end).
+  const bool read_only = lock::operation_of(call) == lock::Operation::status;
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
   if (!ask_role && !whole && !first) {
-    reply = conn.eval(lock_script(), keys, call.args, deadline);
+    reply = conn.eval(lock_script(), keys, call.args, deadline, read_only);
   } else {
     // After ASKING the node runs only the very next command for the
     // migrating slot, so that command is the script itself, as EVAL: a
     // NOSCRIPT answer could not be followed by EVAL without asking again.
-    std::vector<std::string> script{whole ? "EVAL" : "EVALSHA",
+    std::vector<std::string> script{std::string(redis::script_verb(read_only, whole)),
                                     whole ? std::string(lock_script().body) : lock_script().sha1,
                                     std::to_string(keys.size())};
     script.insert(script.end(), keys.begin(), keys.end());
@@ -212,8 +215,10 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     if (role && role_name(*role) == "sentinel")
       return fail(Error::Code::config, sentinel_not_server(conn.describe()));
     auto& last = replies->back();
-    if (is_noscript(last)) {
-      reply = conn.eval(lock_script(), keys, call.args, deadline);  // loads it again
+    if (is_noscript(last) || (read_only && redis::refuses_read_only(last))) {
+      // Loads it again; or runs it in the plain form (without ASKING: a
+      // redirection that comes back is the caller's to follow again).
+      reply = conn.eval(lock_script(), keys, call.args, deadline, read_only);
     } else if (last.is_error()) {
       reply = std::unexpected(redis::server_failure(conn.describe(), last.str));
     } else {
@@ -280,7 +285,9 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
   std::vector<std::vector<std::string>> commands;
   // As in execute(): with --replicas all, ROLE travels with the script.
   if (call.replicate_within && replicas.all()) commands.push_back({"ROLE"});
-  std::vector<std::string> script{eval ? "EVAL" : "EVALSHA",
+  // As in execute(): a status in the read-only form.
+  const bool read_only = lock::operation_of(call) == lock::Operation::status;
+  std::vector<std::string> script{std::string(redis::script_verb(read_only, eval)),
                                   eval ? std::string(lock_script().body) : lock_script().sha1,
                                   std::to_string(keys.size())};
   script.insert(script.end(), keys.begin(), keys.end());
@@ -382,11 +389,13 @@ Result<std::vector<redis::Reply>> run_scripts(
   // Pipelined in batches: one round trip per batch instead of per lock.
   constexpr size_t k_batch = 500;
   const auto& script = lock_script();
+  // As in execute(): a status in the read-only form.
+  const bool read_only = lock::operation_of(call) == lock::Operation::status;
   for (size_t first = 0; first < names.size(); first += k_batch) {
     std::vector<std::vector<std::string>> commands;
     const size_t last = std::min(names.size(), first + k_batch);
     for (size_t k = first; k < last; ++k) {
-      std::vector<std::string> cmd{"EVALSHA", script.sha1, "9"};
+      std::vector<std::string> cmd{std::string(redis::script_verb(read_only)), script.sha1, "9"};
       for (auto& key : lock::lock_keys(prefix, names[k])) cmd.push_back(std::move(key));
       cmd.insert(cmd.end(), call.args.begin(), call.args.end());
       commands.push_back(std::move(cmd));
@@ -395,6 +404,14 @@ Result<std::vector<redis::Reply>> run_scripts(
     if (!conn) return std::unexpected(conn.error());
     auto batch = (*conn)->pipeline(commands, Clock::now() + command_timeout);
     if (!batch) return std::unexpected(batch.error());
+    if (read_only && std::any_of(batch->begin(), batch->end(), [](const redis::Reply& reply) {
+          return redis::refuses_read_only(reply);
+        })) {
+      // The read-only form refused: the batch again in the plain one.
+      for (auto& cmd : commands) cmd[0] = redis::script_verb(false);
+      batch = (*conn)->pipeline(commands, Clock::now() + command_timeout);
+      if (!batch) return std::unexpected(batch.error());
+    }
     if (std::any_of(batch->begin(), batch->end(), is_noscript)) {
       // The script cache was emptied (restart, failover, SCRIPT FLUSH): one
       // call through the EVAL fallback loads it, then the batch is redone.

@@ -286,10 +286,13 @@ Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call
   }
   if (const redis::Reply& last = answer->back(); last.is_error()) {
     const Error error = redis::classify_server_error(last.str);
-    // The script cache is empty (restart, SCRIPT FLUSH): EVAL loads it again.
-    if (error.server == redis::ServerError::noscript &&
-        m_connection->begin(
-            script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, true)))
+    // The script cache is empty (restart, SCRIPT FLUSH): EVAL loads it
+    // again. A status refused in its read-only form: in the plain one.
+    const bool noscript = error.server == redis::ServerError::noscript;
+    if ((noscript ||
+         (lock::operation_of(call) == lock::Operation::status && redis::refuses_read_only(last))) &&
+        m_connection->begin(script_request(m_target.replicas,
+                                           lock::lock_keys(m_target.prefix, name), call, noscript)))
       return {std::nullopt, true};
     // A Cluster node, or a refusal to ride out: run() knows what to do.
     if (server_kind(error, {redis::ServerError::moved, redis::ServerError::ask,

@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include <array>
+#include <atomic>
 #include <deque>
 #include <iterator>
 #include <stdexcept>
@@ -373,19 +374,49 @@ Result<std::vector<Reply>> Connection::pipeline(
   return m_impl->exchange(request, commands.size(), TimeLimit::until(deadline));
 }
 
+namespace {
+/// Set once a server refused EVALSHA_RO or EVAL_RO (see script_verb).
+std::atomic<bool> g_read_only_refused{false};
+}  // namespace
+
+std::string_view script_verb(bool read_only, bool body) {
+  if (read_only && !g_read_only_refused.load(std::memory_order_relaxed))
+    return body ? "EVAL_RO" : "EVALSHA_RO";
+  return body ? "EVAL" : "EVALSHA";
+}
+
+bool refuses_read_only(const Reply& reply) {
+  if (!reply.is_error() ||
+      !(reply.str.starts_with("NOPERM") || reply.str.find("unknown command") != std::string::npos))
+    return false;
+  // Once: the plain form's own refusal (a NOPERM for the keys) is an answer.
+  return !g_read_only_refused.exchange(true, std::memory_order_relaxed);
+}
+
 Result<Reply> Connection::eval(const Script& script, std::span<const std::string> keys,
-                               std::span<const std::string> args, Deadline deadline) {
+                               std::span<const std::string> args, Deadline deadline,
+                               bool read_only) {
   const TimeLimit limit = TimeLimit::until(deadline);
-  std::vector<std::string> command{"EVALSHA", script.sha1, std::to_string(keys.size())};
+  std::vector<std::string> command{std::string(script_verb(read_only)), script.sha1,
+                                   std::to_string(keys.size())};
   command.insert(command.end(), keys.begin(), keys.end());
   command.insert(command.end(), args.begin(), args.end());
   auto reply = m_impl->call(command, limit);
+  // Refused in its read-only form: the plain one (a NOPERM for the keys
+  // themselves comes back from it as well, and is what is reported).
+  const auto again_plain = [&](bool body) {
+    if (!read_only || !reply || !refuses_read_only(*reply)) return;
+    command[0] = script_verb(false, body);
+    reply = m_impl->call(command, limit);
+  };
+  again_plain(false);
   if (reply && reply->is_error() && server_error_kind(reply->str) == ServerError::noscript) {
     // The script cache is empty after a restart, a failover or SCRIPT FLUSH;
     // EVAL runs the script and caches it again for the next EVALSHA.
-    command[0] = "EVAL";
+    command[0] = script_verb(read_only, true);
     command[1] = script.body;
     reply = m_impl->call(command, limit);
+    again_plain(true);
   }
   return checked(std::move(reply), m_impl->name);
 }

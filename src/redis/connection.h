@@ -82,9 +82,12 @@ class Connection {
                                       Deadline deadline);
 
   /// EVALSHA, and EVAL when the server answers NOSCRIPT (restart, failover,
-  /// SCRIPT FLUSH).
+  /// SCRIPT FLUSH). `read_only` for a run that writes nothing (a status):
+  /// EVALSHA_RO and EVAL_RO, which a server whose writes are paused (CLIENT
+  /// PAUSE WRITE, a FAILOVER, a Cluster's manual failover) still runs, as
+  /// it runs plain reads; see read_only_verb().
   Result<Reply> eval(const Script& script, std::span<const std::string> keys,
-                     std::span<const std::string> args, Deadline deadline);
+                     std::span<const std::string> args, Deadline deadline, bool read_only = false);
 
   // Step-wise use, for redis::Multiplexer, which waits on many connections
   // at once under one deadline: begin() queues a request, step() never
@@ -147,6 +150,18 @@ class Connection {
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };
+
+/// The verb of a script run: `read_only` gives EVALSHA_RO (EVAL_RO with
+/// `body`), unless a server refused that form earlier in this process (an
+/// ACL granting +evalsha but not +evalsha_ro, as the minimum ACL of older
+/// releases did; a renamed command), when it is the plain verb.
+std::string_view script_verb(bool read_only, bool body = false);
+
+/// Whether `reply` refuses the read-only form of a script run (NOPERM, an
+/// unknown command) while that form was in use: then it is given up for
+/// this process, and the run is sent again with the plain verb, whose own
+/// refusal is the answer (false from then on).
+bool refuses_read_only(const Reply& reply);
 
 /// Classifies a server error message ("WRONGPASS ...", "NOPERM ...",
 /// "WRONGTYPE ...", ...) into an Error with its ServerError kind; the

@@ -30,9 +30,9 @@ trap cleanup EXIT
 # The documented line, and the same commands in the man page.
 acl_line="$(grep -m1 -E '^ *ACL SETUSER locker ' "$REPO/README.md" | sed 's/^ *//')"
 [[ -n "$acl_line" ]] || { echo "acl.sh: no 'ACL SETUSER locker' line in README.md" >&2; exit 1; }
-readme_cmds="$(grep -oE '[+-]@?[a-z]+' <<<"$acl_line" | LC_ALL=C sort)"
+readme_cmds="$(grep -oE '[+-]@?[a-z_]+' <<<"$acl_line" | LC_ALL=C sort)"
 man_cmds="$(sed -n '/^ACL SETUSER locker/,/^\.EE/p' "$REPO/man/rlock.1" | sed 's/\\-/-/g' |
-  grep -oE '(^| )[+-]@?[a-z]+' | tr -d ' ' | LC_ALL=C sort)"
+  grep -oE '(^| )[+-]@?[a-z_]+' | tr -d ' ' | LC_ALL=C sort)"
 if [[ "$readme_cmds" != "$man_cmds" ]]; then
   echo "acl.sh: the ACL in README.md and man/rlock.1 differ:" >&2
   diff <(echo "$readme_cmds") <(echo "$man_cmds") >&2 || true
@@ -131,6 +131,13 @@ step 0 "semaphore" as_locker acquire -l 2 -t 60s acl-pool
 admin SCRIPT FLUSH >/dev/null
 step 0 "status of every lock (SCAN, pipelined EVALSHA, EVAL fallback)" as_locker --json status
 [[ "$(grep -o '"name":' "$work/out" | wc -l)" == 3 ]] || { echo "acl.sh: status listed $(cat "$work/out")" >&2; exit 1; }
+# A status is read-only (EVALSHA_RO, EVAL_RO): a server whose writes are
+# paused still answers it, with the script cache empty too.
+admin SCRIPT FLUSH >/dev/null
+[[ "$(admin CLIENT PAUSE 30000 WRITE)" == OK ]] || { echo "acl.sh: CLIENT PAUSE refused" >&2; exit 1; }
+step 0 "status NAME while writes are paused (EVALSHA_RO, EVAL_RO fallback)" as_locker status acl-lock
+step 0 "status of every lock while writes are paused" as_locker status
+admin CLIENT UNPAUSE >/dev/null
 step 0 "release --force" as_locker release acl-lock --force
 step 0 "run" as_locker run acl-run -- true
 

@@ -7,6 +7,8 @@ load helpers
 # A test that froze the server must not leave it frozen for the next.
 teardown() {
   kill -CONT "$REDIS_PID" 2>/dev/null || true
+  rcli CLIENT UNPAUSE >/dev/null 2>&1 || true
+  rcli ACL DELUSER reader >/dev/null 2>&1 || true
 }
 
 # make_locks PREFIX COUNT: COUNT held locks under PREFIX, named bulk-00001...,
@@ -251,4 +253,50 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --partial "timed out"
   assert_stderr --partial "may still be carried out when the request reaches the server: check with status before forcing again"
+}
+
+# A server whose writes are paused (CLIENT PAUSE WRITE; FAILOVER and a
+# Cluster's manual failover pause them too) still serves reads: a status
+# is one, and must not wait for the pause to end (before: 'timed out after
+# 5s', exit 69). The script cache is emptied first, so that the script is
+# loaded in its read-only form too; and a broken lock (a string at its meta
+# key) makes the listing run the script for it.
+@test "status: answers while the server's writes are paused, NAME and the listing" {
+  rl 0 acquire -t 60s paused-lock
+  local token="$output"
+  rcli SET 'rlock:{paused-odd}:m' 'not a hash' >/dev/null
+  rcli SCRIPT FLUSH >/dev/null
+  assert_equal "$(rcli CLIENT PAUSE 60000 WRITE)" OK
+  rl 0 status paused-lock
+  assert_output --partial "lock 'paused-lock': held (exclusive), 1 holder"
+  rl 1 status paused-free
+  rl 0 status
+  assert_output --partial 'paused-lock'
+  assert_output --partial 'paused-odd'
+  # Writes still wait: the pause was real.
+  run timeout 1 redis-cli -p "$REDIS_PORT" SET paused-write x
+  assert_equal "$status" 124
+  rcli CLIENT UNPAUSE >/dev/null
+  rl 0 release paused-lock --token "$token"
+  rcli DEL 'rlock:{paused-odd}:m' >/dev/null
+}
+
+# A user granted EVALSHA but not EVALSHA_RO (the minimum ACL of earlier
+# releases) gets the same status from the plain form.
+@test "status: a user without +evalsha_ro and +eval_ro gets the same answer" {
+  rl 0 acquire -t 60s ro-refused
+  local token="$output"
+  rcli ACL SETUSER reader on '>reader-pw' resetkeys '~rlock:*' resetchannels -@all \
+    +evalsha +eval +scan +time +type +exists +get +hget +zrange +zrangebyscore +zscore >/dev/null
+  printf 'reader-pw\n' >"$BATS_TEST_TMPDIR/pw"
+  chmod 600 "$BATS_TEST_TMPDIR/pw"
+  rcli SCRIPT FLUSH >/dev/null
+  rl 0 --user reader --password-file "$BATS_TEST_TMPDIR/pw" status ro-refused
+  assert_output --partial "lock 'ro-refused': held (exclusive), 1 holder"
+  rcli SET 'rlock:{ro-odd}:m' 'not a hash' >/dev/null
+  rl 0 --user reader --password-file "$BATS_TEST_TMPDIR/pw" status
+  assert_output --partial 'ro-refused'
+  assert_output --partial 'ro-odd'
+  rcli DEL 'rlock:{ro-odd}:m' >/dev/null
+  rl 0 release ro-refused --token "$token"
 }
