@@ -54,7 +54,8 @@ Action register_release(CLI::App& command, Context& context) {
     if (!evicted) {
       Error error = evicted.error();
       // Unanswered is not undone: the request may still reach the server.
-      if (error.code == Error::Code::unreachable)
+      // (A server that answered, e.g. at maxclients, refused it: not that.)
+      if (error.code == Error::Code::unreachable && error.server == redis::ServerError::none)
         error.message +=
             "; the forced release may still be carried out when the request "
             "reaches the server: check with status before forcing again";

@@ -126,10 +126,10 @@ struct Connection::Impl {
 
   Result<std::vector<Reply>> send_and_receive(std::string_view request, std::size_t count,
                                               const TimeLimit& limit) {
-    if (auto sent = transport->write_all(request, limit); !sent) {
-      return std::unexpected(sent.error());
-    }
     std::vector<Reply> replies;
+    if (auto sent = transport->write_all(request, limit); !sent) {
+      return std::unexpected(closing_words(sent.error(), replies));
+    }
     replies.reserve(count);
     std::array<char, k_read_size> buffer;
     while (replies.size() < count) {
@@ -141,10 +141,34 @@ struct Connection::Impl {
         continue;
       }
       const auto got = transport->read_some(buffer, limit);  // times out if nothing came
-      if (!got) return std::unexpected(got.error());
+      if (!got) return std::unexpected(closing_words(got.error(), replies));
       reader.feed({buffer.data(), *got});
     }
     return replies;
+  }
+
+  /// `dropped`, the connection closed by the server, or what the server
+  /// said before it closed it: an error as the first reply (read now if it
+  /// is still to be read) is the reason. A server at maxclients tells a new
+  /// connection so and closes it, before the request has even arrived: a
+  /// write then fails, or the rest of a pipelined request goes unanswered,
+  /// and 'Connection reset by peer' hid why.
+  Error closing_words(Error dropped, std::vector<Reply>& so_far) {
+    if (dropped.code != Error::Code::unreachable || !transport) return dropped;
+    std::array<char, k_read_size> buffer;
+    while (so_far.empty()) {
+      auto reply = reader.next();
+      if (!reply) break;
+      if (*reply) {
+        so_far.push_back(std::move(**reply));
+        break;
+      }
+      const auto read = transport->try_read(buffer);
+      if (!read || *read == 0) break;
+      reader.feed({buffer.data(), *read});
+    }
+    if (so_far.empty() || !so_far.front().is_error()) return dropped;
+    return server_failure(name, so_far.front().str);
   }
 
   /// One command; an error reply is returned as a Reply.
@@ -239,7 +263,7 @@ struct Connection::Impl {
     }
     while (!outgoing.empty()) {
       auto written = transport->try_write(outgoing);
-      if (!written) return std::unexpected(written.error());
+      if (!written) return std::unexpected(closing_words(written.error(), got));
       if (*written == 0) break;
       outgoing.erase(0, *written);
     }
@@ -250,7 +274,7 @@ struct Connection::Impl {
         return fail(reply.error().code, fmt::format("{}: {}", name, reply.error().message));
       if (!*reply) {
         const auto read = transport->try_read(buffer);
-        if (!read) return std::unexpected(read.error());
+        if (!read) return std::unexpected(closing_words(read.error(), got));
         if (*read == 0) return std::nullopt;
         reader.feed({buffer.data(), *read});
         continue;
@@ -443,7 +467,7 @@ Error classify_server_error(std::string_view message) {
   // A server at maxclients says so to a new connection and closes it: out
   // of reach for now, like a refused connection (69; a waiter already in
   // the queue rides it out as an outage), not a refusal of the command (76).
-  if (message.starts_with("ERR max number of clients reached"))
+  if (kind == ServerError::maxclients)
     return Error{Error::Code::unreachable, std::string(message), kind};
   const std::string_view prefix = message.substr(0, message.find(' '));
   const bool auth =

@@ -25,6 +25,7 @@ enum class ServerError : unsigned char {
   wrongtype,    // a key holds another type
   oom,          // maxmemory reached
   unblocked,    // a blocked command ended because the server became a replica
+  maxclients,   // a new connection refused: the server has all the clients it takes
   other,        // any other error reply (ERR, script errors, NOPERM, ...)
 };
 

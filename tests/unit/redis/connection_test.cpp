@@ -39,6 +39,9 @@ TEST(ClassifyServerError, AServerAtMaxclientsIsOutOfReach) {
   const Error error = classify_server_error("ERR max number of clients reached");
   EXPECT_EQ(error.code, Error::Code::unreachable);
   EXPECT_EQ(error.message, "ERR max number of clients reached");
+  // Of a kind of its own: an unreachable ERR of kind `other` is a write the
+  // replicas did not acknowledge, which a waiter retries as lagging.
+  EXPECT_EQ(error.server, ServerError::maxclients);
   // Only that refusal: another ERR stays a server error.
   EXPECT_EQ(classify_server_error("ERR max number of arguments").code, Error::Code::server);
 }
