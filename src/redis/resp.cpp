@@ -16,6 +16,16 @@ struct FreeReply {
   void operator()(redisReply* reply) const { freeReplyObject(reply); }
 };
 
+/// What Redis says of a command it does not know ends with the command's
+/// first arguments ("ERR unknown command 'AUTH', with args beginning with:
+/// 'user' 'password'"): a password where AUTH is renamed, the lock script's
+/// source where EVAL is. Error replies end up in messages on stderr, so
+/// that part is never kept.
+void drop_echoed_arguments(std::string& message) {
+  const auto at = message.find(", with args beginning with:");
+  if (at != std::string::npos) message.erase(at);
+}
+
 Reply to_reply(const redisReply& raw) {
   Reply reply;
   switch (raw.type) {
@@ -42,6 +52,7 @@ Reply to_reply(const redisReply& raw) {
   }
   if (raw.type == REDIS_REPLY_INTEGER) reply.integer = raw.integer;
   if (raw.str) reply.str.assign(raw.str, raw.len);
+  if (reply.type == Reply::Type::error) drop_echoed_arguments(reply.str);
   reply.elements.reserve(raw.elements);
   for (std::size_t i = 0; i < raw.elements; ++i)
     reply.elements.push_back(to_reply(*raw.element[i]));

@@ -121,3 +121,26 @@ refute_secrets() {
   assert_stderr --partial "rlock: error: redis://127.0.0.1:$REDIS_PORT/0: NOPERM"
   refute_secrets
 }
+
+# A server whose AUTH is renamed away answers "unknown command", and Redis
+# echoes the first arguments of an unknown command: the password (and the
+# user); where EVAL is renamed, the lock script's source. Neither is ever
+# said back (the server was started within the test, without a password).
+@test "auth: a server with AUTH or EVAL renamed away: refused, with no password or script echoed" {
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL"
+  start_redis --rename-command AUTH '' --rename-command EVAL ''
+  local renamed="$RLOCK_URL"
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+  RLOCK_URL="$renamed" RLOCK_PASSWORD=s3cret-renamed rl 77 acquire renamed -n
+  assert_stderr --partial "unknown command 'AUTH'"
+  refute_secrets
+  RLOCK_URL="$renamed" rl 77 --user locker --password-file <(echo s3cret-renamed) acquire renamed -n
+  refute_secrets
+  refute_stderr --partial locker
+  # No password: the EVAL fallback after NOSCRIPT is refused (76), its
+  # words without the script.
+  RLOCK_URL="$renamed" rl 76 acquire renamed -n
+  assert_stderr --partial "unknown command 'EVAL'"
+  refute_stderr --partial 'rlock: every operation'
+  refute_stderr --partial 'with args'
+}

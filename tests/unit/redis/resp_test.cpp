@@ -39,6 +39,22 @@ TEST(RespReader, DecodesError) {
   EXPECT_EQ(reply.str, "WRONGTYPE Operation against a key");
 }
 
+TEST(RespReader, AnUnknownCommandsErrorKeepsNoneOfItsArguments) {
+  // A renamed AUTH: Redis 7 echoes the password; Redis 6.0 quoted with `.
+  EXPECT_EQ(decode("-ERR unknown command 'AUTH', with args beginning with: 'sup3rsecret' \r\n").str,
+            "ERR unknown command 'AUTH'");
+  EXPECT_EQ(decode("-ERR unknown command `AUTH`, with args beginning with: `u`, `pw`, \r\n").str,
+            "ERR unknown command `AUTH`");
+  // Inside an array (a transaction's replies) too.
+  const Reply nested =
+      decode("*1\r\n-ERR unknown command 'EVAL', with args beginning with: '-- rlock' \r\n");
+  ASSERT_EQ(nested.elements.size(), 1U);
+  EXPECT_EQ(nested.elements[0].str, "ERR unknown command 'EVAL'");
+  // Other errors are left as they are.
+  EXPECT_EQ(decode("-ERR unknown subcommand 'x'. Try CLIENT HELP.\r\n").str,
+            "ERR unknown subcommand 'x'. Try CLIENT HELP.");
+}
+
 TEST(RespReader, DecodesIntegers) {
   EXPECT_EQ(decode(":42\r\n").integer, 42);
   EXPECT_EQ(decode(":-9223372036854775808\r\n").integer, INT64_MIN);
