@@ -162,3 +162,21 @@ teardown() {
   assert_stderr --regexp "^rlock: error: redis://127\.0\.0\.1:[0-9]+/0: OOM command not allowed"
   refute_stderr --partial user_script
 }
+
+# A server with a command the lock script needs renamed away
+# (rename-command): one line naming the command, 76, nothing written.
+# (Before: TIME was blamed on the ACL, 77; the others gave "Invalid command
+# passed to redis.acl_check_cmd()".)
+@test "errors: a server without a command the lock needs (renamed away) is named, 76, nothing written" {
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" command
+  for command in TIME ZADD; do
+    start_redis --rename-command "$command" ''
+    local renamed="$RLOCK_URL" renamed_port="$REDIS_PORT"
+    export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+    RLOCK_URL="$renamed" rl 76 acquire -n renamed
+    assert_stderr --partial "this server has no '${command,,}' command (renamed or disabled)"
+    RLOCK_URL="$renamed" rl 76 run -n renamed -- true
+    assert_stderr --partial "this server has no '${command,,}' command (renamed or disabled)"
+    assert_equal "$(redis-cli -p "$renamed_port" DBSIZE </dev/null)" 0
+  done
+}

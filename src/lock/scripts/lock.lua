@@ -52,10 +52,18 @@ local H, S, Q, X, L, I, M, F, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], K
 local op = ARGV[1]
 
 if redis.replicate_commands then redis.replicate_commands() end
+-- A command this server does not have (rename-command): said so, where
+-- Redis' words would name none, or blame the ACL.
+local function unavailable(command)
+  return redis.error_reply('ERR rlock: this server has no \'' .. string.lower(command) ..
+    '\' command (renamed or disabled), which rlock needs: nothing was changed ' ..
+    '(see REDIS REQUIREMENTS in rlock(1))')
+end
 -- pcall: a user without +time would get Redis' words, which name no
 -- command ("can't run this command or subcommand").
 local t = redis.pcall('TIME')
 if t.err then
+  if string.find(t.err, 'Unknown Redis command', 1, true) then return unavailable('TIME') end
   return redis.error_reply('NOPERM this user has no permissions to run the \'time\' command, ' ..
     'which rlock needs: nothing was changed (see Minimum ACL in rlock(1))')
 end
@@ -126,14 +134,23 @@ local function key_for(command)
   return H
 end
 
-local function acl_refusal(keys, commands)
-  local missing
-  if not redis.acl_check_cmd('DEL', unpack(keys)) then missing = 'DEL' end
+local function first_refused(keys, commands)
+  if not redis.acl_check_cmd('DEL', unpack(keys)) then return 'DEL' end
   for _, command in ipairs(commands) do
-    if missing then break end
     -- With the key it is used on (one per kind): an ACL selector may allow
     -- a command on other keys only.
-    if not redis.acl_check_cmd(command, key_for(command)) then missing = command end
+    if not redis.acl_check_cmd(command, key_for(command)) then return command end
+  end
+end
+local function acl_refusal(keys, commands)
+  -- acl_check_cmd raises an error for a command the server does not have:
+  -- the loop runs under one pcall, and only then is each command tried.
+  local checked, missing = pcall(first_refused, keys, commands)
+  if not checked then
+    for _, command in ipairs({ 'DEL', unpack(commands) }) do
+      if not pcall(redis.acl_check_cmd, command, keys[1]) then return unavailable(command) end
+    end
+    return redis.error_reply(type(missing) == 'table' and missing.err or tostring(missing))
   end
   if missing then
     return redis.error_reply('NOPERM this user has no permissions to run the \'' ..
