@@ -225,7 +225,9 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
       reply = std::move(last);
     }
   }
-  if (!reply) return std::unexpected(sentinel_or(conn, reply.error()));
+  if (!reply)
+    return std::unexpected(
+        with_keys_named(sentinel_or(conn, reply.error()), keys.empty() ? "" : keys.front()));
   if (role && !role->is_error()) replicas_seen.observe(connected_replicas(*role), Clock::now());
   if (!acknowledge) return Outcome{std::move(*reply), std::nullopt};
   if (auto replica = role ? writable_replica(*role, conn.describe()) : std::nullopt)
@@ -296,14 +298,29 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
   return commands;
 }
 
+Error with_keys_named(Error error, const std::string& first_key) {
+  if (error.code != Error::Code::auth || first_key.empty() ||
+      error.message.find("NOPERM") == std::string::npos ||
+      error.message.find("one of the keys") == std::string::npos)
+    return error;
+  // A lock's keys are its base and one letter (lock::lock_keys).
+  error.message += fmt::format(
+      " (this lock's keys are {}*: the user's ACL key pattern must cover them, as "
+      "--prefix names them)",
+      std::string_view(first_key).substr(0, first_key.size() - 1));
+  return error;
+}
+
 std::optional<Result<Outcome>> script_answer(const std::string& where,
                                              const config::ReplicaPolicy& replicas,
                                              ReplicasSeen& replicas_seen, const lock::Call& call,
-                                             std::vector<redis::Reply> replies) {
+                                             std::vector<redis::Reply> replies,
+                                             const std::string& first_key) {
   const bool acknowledge = call.replicate_within && (replicas.all() || *replicas.count > 0);
   redis::Reply& reply = replies.back();
   if (reply.is_error())
-    return Result<Outcome>(std::unexpected(redis::server_failure(where, reply.str)));
+    return Result<Outcome>(
+        std::unexpected(with_keys_named(redis::server_failure(where, reply.str), first_key)));
   const redis::Reply* role = replies.size() > 1 ? &replies.front() : nullptr;
   if (role && !role->is_error()) replicas_seen.observe(connected_replicas(*role), Clock::now());
   if (!acknowledge) return Result<Outcome>(Outcome{std::move(reply), std::nullopt});

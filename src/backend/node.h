@@ -167,7 +167,13 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
 std::optional<Result<Outcome>> script_answer(const std::string& where,
                                              const config::ReplicaPolicy& replicas,
                                              ReplicasSeen& replicas_seen, const lock::Call& call,
-                                             std::vector<redis::Reply> replies);
+                                             std::vector<redis::Reply> replies,
+                                             const std::string& first_key);
+
+/// `error`, and when the ACL refused the lock's keys (NOPERM for "one of the
+/// keys"), which keys they are (`first_key`, a key of the lock), so that
+/// a key pattern that does not cover the prefix shows.
+Error with_keys_named(Error error, const std::string& first_key);
 
 /// The names of every lock whose meta key SCAN finds on `conn`, sorted,
 /// without duplicates. Bounded in steps and time (a broken server's cursor

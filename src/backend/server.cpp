@@ -300,8 +300,8 @@ Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call
         (error.code == Error::Code::server && redis::is_transient(error.server)))
       return {};
   }
-  auto outcome =
-      script_answer(describe(), m_target.replicas, m_replicas_seen, call, std::move(*answer));
+  auto outcome = script_answer(describe(), m_target.replicas, m_replicas_seen, call,
+                               std::move(*answer), lock::lock_keys(m_target.prefix, name).front());
   if (!outcome) return {};  // replicas to WAIT for
   return {std::move(*outcome), false};
 }

@@ -108,9 +108,14 @@ refute_secrets() {
   refute_secrets
 }
 
-@test "auth: an ACL user without access to the lock's keys exits 77" {
+@test "auth: an ACL user without access to the lock's keys exits 77, and is told which keys" {
   RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user locker --prefix elsewhere: acquire acl -n
+  assert_stderr --partial "this lock's keys are elsewhere:{acl}:*: the user's ACL key pattern must cover them"
   refute_secrets
+  RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user locker --prefix elsewhere: run -n acl -- true
+  assert_stderr --partial "this lock's keys are elsewhere:{acl}:*"
+  RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user locker --prefix elsewhere: status acl
+  assert_stderr --partial "this lock's keys are elsewhere:{acl}:*"
 }
 
 @test "auth: a listing refused by the ACL names the server, as every other refusal does" {
