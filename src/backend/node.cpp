@@ -172,6 +172,20 @@ void ReplicasSeen::observe(int connected, Clock::time_point now) {
   if (connected >= count || now - *fewer_since >= k_fewer_replicas_accepted) *this = connected;
 }
 
+/// The problem of a server without ROLE or WAIT (rename-command): the
+/// replicas cannot be counted or waited for, as when the ACL refuses them,
+/// but it is the server's configuration (76), and only --replicas can help.
+Ack unavailable_for_replicas(std::string_view command) {
+  const bool role = command == "role";
+  Ack problem{0, 1,
+              fmt::format("this server has no '{}' command (renamed or disabled), so the "
+                          "replicas could not be {}: use --replicas {}",
+                          command, role ? "counted" : "waited for",
+                          role ? "N (which needs WAIT only) or 0" : "0")};
+  problem.problem_is_server = true;
+  return problem;
+}
+
 Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
                         ReplicasSeen& replicas_seen, const std::vector<std::string>& keys,
                         const lock::Call& call, Deadline deadline, bool asking,
@@ -237,6 +251,9 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     // written must not count, and the caller gives it back. So, when no
     // lease was written, does a waiter just queued: it could never hold,
     // and learns it now rather than when its turn comes.
+    // A server without ROLE (rename-command) is no ACL's doing.
+    if (role->str.find("unknown command") != std::string::npos)
+      return Outcome{std::move(*reply), unavailable_for_replicas("role")};
     Ack refused{0, 1,
                 fmt::format("ROLE was refused, so the replicas could not be counted: {} "
                             "(allow +role and +wait, or use --replicas N or 0)",
@@ -254,6 +271,9 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   const std::vector<std::string> wait{"WAIT", std::to_string(ack.wanted),
                                       std::to_string(timeout.count())};
   auto waited = conn.command(wait, std::max(deadline, Clock::now() + timeout + Millis(1000)));
+  if (!waited && waited.error().code == Error::Code::server &&
+      waited.error().message.find("unknown command") != std::string::npos)
+    return Outcome{std::move(*reply), unavailable_for_replicas("wait")};
   if (!waited &&
       (waited.error().code == Error::Code::auth || waited.error().code == Error::Code::server) &&
       waited.error().server == redis::ServerError::other) {

@@ -163,7 +163,7 @@ teardown() {
   refute_stderr --partial user_script
 }
 
-# A server with a command the lock script needs renamed away
+# A server with a command the lock needs renamed away
 # (rename-command): one line naming the command, 76, nothing written.
 # (Before: TIME was blamed on the ACL, 77; the others gave "Invalid command
 # passed to redis.acl_check_cmd()".)
@@ -178,5 +178,19 @@ teardown() {
     RLOCK_URL="$renamed" rl 76 run -n renamed -- true
     assert_stderr --partial "this server has no '${command,,}' command (renamed or disabled)"
     assert_equal "$(redis-cli -p "$renamed_port" DBSIZE </dev/null)" 0
+  done
+  # ROLE (counts the replicas for the default --replicas all) and WAIT (any
+  # other count): the grant is given back, and --replicas says what helps.
+  for command in ROLE WAIT; do
+    start_redis --rename-command "$command" ''
+    local renamed="$RLOCK_URL"
+    export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+    local replicas=all
+    [[ "$command" == WAIT ]] && replicas=1
+    RLOCK_URL="$renamed" rl 76 --replicas "$replicas" acquire -n renamed
+    assert_stderr --partial "this server has no '${command,,}' command (renamed or disabled)"
+    assert_stderr --partial "use --replicas"
+    RLOCK_URL="$renamed" rl 1 status renamed
+    RLOCK_URL="$renamed" rl 0 --replicas 0 run -n renamed -- true
   done
 }
