@@ -201,7 +201,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   const bool whole = asking || sent_whole(call);
   // A status writes nothing: it runs in the read-only form, which a server
   // whose writes are paused still runs (it waited for the pause to end).
-  const bool read_only = lock::operation_of(call) == lock::Operation::status;
+  const bool read_only = lock::is_read_only(call);
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
   if (!ask_role && !whole && !first) {
@@ -215,6 +215,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
                                     std::to_string(keys.size())};
     script.insert(script.end(), keys.begin(), keys.end());
     script.insert(script.end(), call.args.begin(), call.args.end());
+    const std::string script_verb_sent = script.front();
     std::vector<std::vector<std::string>> commands;
     if (first) commands.push_back(*first);
     if (ask_role) commands.push_back({"ROLE"});
@@ -229,7 +230,8 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     if (role && role_name(*role) == "sentinel")
       return fail(Error::Code::config, sentinel_not_server(conn.describe()));
     auto& last = replies->back();
-    if (is_noscript(last) || (read_only && redis::refuses_read_only(last))) {
+    if (is_noscript(last) ||
+        (redis::is_read_only_verb(script_verb_sent) && redis::refuses_read_only(last))) {
       // Loads it again; or runs it in the plain form (without ASKING: a
       // redirection that comes back is the caller's to follow again).
       reply = conn.eval(lock_script(), keys, call.args, deadline, read_only);
@@ -308,7 +310,7 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
   // As in execute(): with --replicas all, ROLE travels with the script.
   if (call.replicate_within && replicas.all()) commands.push_back({"ROLE"});
   // As in execute(): a status in the read-only form.
-  const bool read_only = lock::operation_of(call) == lock::Operation::status;
+  const bool read_only = lock::is_read_only(call);
   std::vector<std::string> script{std::string(redis::script_verb(read_only, eval)),
                                   eval ? std::string(lock_script().body) : lock_script().sha1,
                                   std::to_string(keys.size())};
@@ -325,8 +327,8 @@ Error with_keys_named(Error error, const std::string& first_key) {
     return error;
   // A lock's keys are its base and one letter (lock::lock_keys).
   error.message += fmt::format(
-      " (this lock's keys are {}*: the user's ACL key pattern must cover them, as "
-      "--prefix names them)",
+      " (this lock's keys are {}*: the user's ACL must allow them, for writing too "
+      "(~PATTERN), and --prefix names them)",
       std::string_view(first_key).substr(0, first_key.size() - 1));
   return error;
 }
@@ -427,7 +429,7 @@ Result<std::vector<redis::Reply>> run_scripts(
   constexpr size_t k_batch = 500;
   const auto& script = lock_script();
   // As in execute(): a status in the read-only form.
-  const bool read_only = lock::operation_of(call) == lock::Operation::status;
+  const bool read_only = lock::is_read_only(call);
   for (size_t first = 0; first < names.size(); first += k_batch) {
     std::vector<std::vector<std::string>> commands;
     const size_t last = std::min(names.size(), first + k_batch);
@@ -441,9 +443,9 @@ Result<std::vector<redis::Reply>> run_scripts(
     if (!conn) return std::unexpected(conn.error());
     auto batch = (*conn)->pipeline(commands, Clock::now() + command_timeout);
     if (!batch) return std::unexpected(batch.error());
-    if (read_only && std::any_of(batch->begin(), batch->end(), [](const redis::Reply& reply) {
-          return redis::refuses_read_only(reply);
-        })) {
+    if (redis::is_read_only_verb(commands.front().front()) &&
+        std::any_of(batch->begin(), batch->end(),
+                    [](const redis::Reply& reply) { return redis::refuses_read_only(reply); })) {
       // The read-only form refused: the batch again in the plain one.
       for (auto& cmd : commands) cmd[0] = redis::script_verb(false);
       batch = (*conn)->pipeline(commands, Clock::now() + command_timeout);
@@ -452,11 +454,20 @@ Result<std::vector<redis::Reply>> run_scripts(
     if (std::any_of(batch->begin(), batch->end(), is_noscript)) {
       // The script cache was emptied (restart, failover, SCRIPT FLUSH): one
       // call through the EVAL fallback loads it, then the batch is redone.
-      if (auto loaded = load(names[first]); !loaded) return std::unexpected(loaded.error());
+      // The script ran, and so is cached, even where that lock's answer is
+      // an error (a broken lock, code server): only an error that kept it
+      // from running ends the listing (before, one broken lock first in a
+      // batch failed the whole listing after every flush).
+      auto loaded = load(names[first]);
+      if (!loaded && loaded.error().code != Error::Code::server)
+        return std::unexpected(loaded.error());
       conn = connect();
       if (!conn) return std::unexpected(conn.error());
       batch = (*conn)->pipeline(commands, Clock::now() + command_timeout);
       if (!batch) return std::unexpected(batch.error());
+      // Still not cached (an EVAL the server refuses): that refusal.
+      if (!loaded && std::any_of(batch->begin(), batch->end(), is_noscript))
+        return std::unexpected(loaded.error());
     }
     for (auto& reply : *batch) replies.push_back(std::move(reply));
   }

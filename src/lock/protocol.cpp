@@ -173,6 +173,11 @@ Call memory_call() {
   return Call{{"memory"}, std::nullopt};
 }
 
+bool is_read_only(const Call& call) {
+  return operation_of(call) == Operation::status ||
+         (!call.args.empty() && (call.args[0] == "uptime" || call.args[0] == "memory"));
+}
+
 Result<LockView> decode_status(const std::string& name, const redis::Reply& reply) {
   const auto& e = reply.elements;
   if (reply.type != redis::Reply::Type::array || e.size() < 6 ||

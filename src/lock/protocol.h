@@ -76,6 +76,10 @@ Millis status_ttl(const Call& call);
 Call uptime_call();
 /// What asks the lock's server for its maxmemory and maxmemory-policy.
 Call memory_call();
+/// Whether `call` writes nothing (status, uptime, memory): it runs in the
+/// read-only form (EVALSHA_RO), which a server whose writes are paused
+/// still runs.
+bool is_read_only(const Call& call);
 Result<LockView> decode_status(const std::string& name, const redis::Reply& reply);
 
 // --- A quorum of independent deployments (Redlock) ---------------------------

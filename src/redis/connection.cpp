@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <deque>
 #include <iterator>
 #include <stdexcept>
@@ -409,12 +411,21 @@ std::string_view script_verb(bool read_only, bool body) {
   return body ? "EVAL" : "EVALSHA";
 }
 
+bool is_read_only_verb(std::string_view verb) {
+  return verb == "EVALSHA_RO" || verb == "EVAL_RO";
+}
+
 bool refuses_read_only(const Reply& reply) {
-  if (!reply.is_error() ||
-      !(reply.str.starts_with("NOPERM") || reply.str.find("unknown command") != std::string::npos))
+  if (!reply.is_error()) return false;
+  std::string text = reply.str;
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // "NOPERM this user has no permissions to run the 'evalsha_ro' command",
+  // "ERR unknown command 'EVALSHA_RO'" (the quote ends the name).
+  if (text.find("evalsha_ro'") == std::string::npos && text.find("eval_ro'") == std::string::npos)
     return false;
-  // Once: the plain form's own refusal (a NOPERM for the keys) is an answer.
-  return !g_read_only_refused.exchange(true, std::memory_order_relaxed);
+  g_read_only_refused.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 Result<Reply> Connection::eval(const Script& script, std::span<const std::string> keys,
@@ -429,7 +440,7 @@ Result<Reply> Connection::eval(const Script& script, std::span<const std::string
   // Refused in its read-only form: the plain one (a NOPERM for the keys
   // themselves comes back from it as well, and is what is reported).
   const auto again_plain = [&](bool body) {
-    if (!read_only || !reply || !refuses_read_only(*reply)) return;
+    if (!is_read_only_verb(command[0]) || !reply || !refuses_read_only(*reply)) return;
     command[0] = script_verb(false, body);
     reply = m_impl->call(command, limit);
   };

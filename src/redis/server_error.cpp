@@ -38,7 +38,9 @@ ServerError server_error_kind(std::string_view message) {
   if (message.starts_with("ERR WAIT cannot be used with replica")) return ServerError::readonly;
   // Out of reach for now (see classify_server_error), and not to be taken
   // for another ERR: the replicas that did not acknowledge a write are one.
-  if (message.starts_with("ERR max number of clients reached")) return ServerError::maxclients;
+  // (A Cluster node says "ERR max number of clients + cluster connections
+  // reached".)
+  if (message.starts_with("ERR max number of clients")) return ServerError::maxclients;
   // The kind is the whole first word: "BUSYKEY" (RESTORE) is not "BUSY".
   const std::string_view word = message.substr(0, message.find(' '));
   for (const auto& [text, kind] : k_words)

@@ -110,7 +110,7 @@ refute_secrets() {
 
 @test "auth: an ACL user without access to the lock's keys exits 77, and is told which keys" {
   RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user locker --prefix elsewhere: acquire acl -n
-  assert_stderr --partial "this lock's keys are elsewhere:{acl}:*: the user's ACL key pattern must cover them"
+  assert_stderr --partial "this lock's keys are elsewhere:{acl}:*: the user's ACL must allow them, for writing too (~PATTERN)"
   refute_secrets
   RLOCK_PASSWORD="$USER_PASSWORD" rl 77 --user locker --prefix elsewhere: run -n acl -- true
   assert_stderr --partial "this lock's keys are elsewhere:{acl}:*"

@@ -24,6 +24,8 @@ teardown() {
     qcli "$k" -a other --no-auth-warning CONFIG SET requirepass '' >/dev/null 2>&1 || true
     qcli "$k" REPLICAOF NO ONE >/dev/null 2>&1 || true
     qcli "$k" CONFIG SET replica-read-only yes >/dev/null 2>&1 || true
+    qcli "$k" CLIENT UNPAUSE >/dev/null 2>&1 || true
+    qcli "$k" ACL DELUSER oldacl >/dev/null 2>&1 || true
   done
 }
 
@@ -854,4 +856,33 @@ majority_after() {
   rl 0 acquire late-majority -t "$Q_TTL" -n --json
   assert_greater "$(json 'd["ttl_ms"]')" 0
   rl 0 status late-majority -t "$Q_TTL"
+}
+
+# status runs the script as EVALSHA_RO: a member whose writes are paused
+# (CLIENT PAUSE WRITE, a FAILOVER) still answers status NAME and the
+# listing, the listing's uptime question included (before: that member
+# left out after 5 s, exit 69). And a user without +evalsha_ro +eval_ro
+# (the minimum ACL of earlier releases) gets the plain verbs from every
+# member, not from the first to refuse alone (before: 77, "NOPERM ...
+# 'evalsha_ro'" for the others).
+@test "quorum: status answers while a member's writes are paused; without the read-only verbs every member falls back" {
+  rl 0 acquire qpause -t "$Q_TTL"
+  local token="$output" k
+  rl 0 renew qpause --token "$token" --ttl 60s
+  assert_equal "$(qcli 2 CLIENT PAUSE 60000 WRITE)" OK
+  rl 0 status qpause -t "$Q_TTL"
+  refute_output --partial unreachable
+  rl 0 status -t "$Q_TTL"
+  assert_output --partial qpause
+  assert_equal "$(qcli 2 CLIENT UNPAUSE)" OK
+  for ((k = 1; k <= Q_N; k++)); do
+    assert_equal "$(qcli "$k" ACL SETUSER oldacl on '>old-pw' resetkeys '~rlock:*' resetchannels -@all \
+      +evalsha +eval +scan +info +role +time +type +exists +get +hget +zrange +zrangebyscore +zscore)" OK
+  done
+  RLOCK_PASSWORD=old-pw rl 0 --user oldacl status qpause -t "$Q_TTL"
+  refute_output --partial unreachable
+  assert_output --partial "lock 'qpause': held"
+  RLOCK_PASSWORD=old-pw rl 0 --user oldacl status -t "$Q_TTL"
+  assert_output --partial qpause
+  rl 0 release qpause --token "$token"
 }

@@ -42,6 +42,11 @@ TEST(ClassifyServerError, AServerAtMaxclientsIsOutOfReach) {
   // Of a kind of its own: an unreachable ERR of kind `other` is a write the
   // replicas did not acknowledge, which a waiter retries as lagging.
   EXPECT_EQ(error.server, ServerError::maxclients);
+  // A Cluster node's words.
+  const Error cluster =
+      classify_server_error("ERR max number of clients + cluster connections reached");
+  EXPECT_EQ(cluster.code, Error::Code::unreachable);
+  EXPECT_EQ(cluster.server, ServerError::maxclients);
   // Only that refusal: another ERR stays a server error.
   EXPECT_EQ(classify_server_error("ERR max number of arguments").code, Error::Code::server);
 }
