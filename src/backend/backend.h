@@ -40,6 +40,10 @@ struct Ack {
 struct Outcome {
   redis::Reply reply;
   std::optional<Ack> ack;
+  /// The call was sent again after its connection was lost with the first
+  /// request out: the reply may be to a repeat (a release that finds
+  /// nothing, because the first, whose reply was lost, released it).
+  bool sent_again = false;
 };
 
 /// A lock name with the reply (an error reply in place) of one call on it.

@@ -419,6 +419,7 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
   // Operations are idempotent by token (see server.cpp): a request whose
   // reply was lost may be sent again, to the same node or the next master.
   bool retried_transport = false;
+  bool maybe_done = false;  // see Outcome::sent_again
   // A redirection is followed at once; a Cluster that keeps redirecting
   // (a map changing under us) is given the backoff below after these.
   constexpr int k_redirects_before_backoff = 3;
@@ -449,8 +450,13 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
                                failover_try_deadline(deadline), ask)
                      : std::unexpected(conn.error());
     }
-    if (outcome) return outcome;
+    if (outcome) {
+      outcome->sent_again = maybe_done;
+      return outcome;
+    }
     const Error& error = outcome.error();
+    // A try that went unanswered may have been carried out all the same.
+    maybe_done = maybe_done || error.code == Error::Code::unreachable;
     // No node answered and none ever did: the Cluster is out of reach (as a
     // single server that refuses a fresh connection), not failing over.
     if (!node && error.code == Error::Code::unreachable && m_masters.empty()) return outcome;

@@ -229,7 +229,7 @@ std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
 /// After the command: --min-hold keeps the lock (it expires by itself at
 /// acquisition + DUR); otherwise it is released. True when it was released.
 bool give_back(Context& context, lock::LockClient& client, const std::string& name,
-               const Hold& hold, const Timing& timing) {
+               const Hold& hold, const Timing& timing, Deadline confirmed) {
   auto left = supervise::min_hold_left(hold.acquired, Clock::now(), timing);
   if (left > Millis(0)) {
     // The command has ended: the lease may end sooner than the TTL.
@@ -250,7 +250,16 @@ bool give_back(Context& context, lock::LockClient& client, const std::string& na
     return true;
   }
   if (released.error().code == Error::Code::not_owner) {
-    context.warn(fmt::format("warning: lock '{}' was no longer held when the command ended", name));
+    // Past the lease its last confirmed renewal gave (rlock itself stopped
+    // or starved after the command ended): it ran out before the release.
+    if (Clock::now() >= confirmed + timing.ttl)
+      context.warn(fmt::format(
+          "warning: lock '{}' ran out before it could be released (rlock was held up past "
+          "its lease)",
+          name));
+    else
+      context.warn(
+          fmt::format("warning: lock '{}' was no longer held when the command ended", name));
   } else {
     // Not confirmed may still have been done (a release the replicas did
     // not acknowledge): the warning says what is known.
@@ -387,7 +396,8 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                   {hold.grant, outcome.wait_status, held, released, &outcome.loss->reason});
     return lost(name, *outcome.loss);
   }
-  const bool released = give_back(context, parting, name, hold, timing);
+  const bool released =
+      give_back(context, parting, name, hold, timing, (*heartbeat)->beat().confirmed);
   print_summary(context, name, {hold.grant, outcome.wait_status, held, released});
   return exit_status(outcome, launch.take_terminal);
 }

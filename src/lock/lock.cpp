@@ -342,7 +342,14 @@ Result<void> LockClient::release_confirmed(const std::string& name, const std::s
   const Call call = release_call(token);
   auto outcome = run(name, confirmed(call, true), deadline);
   if (!outcome) return std::unexpected(outcome.error());
-  if (auto released = decode_release(name, outcome->reply); !released) return released;
+  if (auto released = decode_release(name, outcome->reply); !released) {
+    // Sent again after a try that went unanswered: that try most likely
+    // released it (its reply was lost), and a repeat finds nothing. (Not
+    // "no longer held": run would warn that its lock was lost, and a
+    // script would take its own release for a failure.)
+    if (released.error().code == Error::Code::not_owner && outcome->sent_again) return {};
+    return released;
+  }
   return confirm_write(name, outcome->ack, {confirmed(call, false)}, deadline,
                        fmt::format("the release of lock '{}' is not confirmed", name));
 }

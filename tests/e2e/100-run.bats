@@ -4,6 +4,11 @@
 
 load helpers
 
+# A test that failed before collecting what it started in the background.
+teardown() {
+  kill_bg_pids
+}
+
 # wait_held NAME: waits (up to 10 s) until `status NAME` says held.
 wait_held() {
   local i
@@ -355,4 +360,45 @@ wait_held() {
   assert_equal "$stderr" ""
   rl 0 run -t 3s not-evicting -- sleep 0.5
   assert_equal "$stderr" ""
+}
+
+# A release carried out whose reply is lost (the connection cut right
+# after): rlock sends it again on a new connection, which finds nothing to
+# release. That is its own release, not a lost lock (before: "warning: lock
+# 'rr' was no longer held when the command ended" and "released":false).
+@test "run: a release whose reply is lost is still reported as released" {
+  local port
+  port="$(free_port)"
+  "$PYTHON" "$BATS_TEST_DIRNAME/dropreply.py" "$port" "$REDIS_PORT" '$7\r\nrelease\r\n' 1 \
+    >"$BATS_TEST_TMPDIR/proxy.log" 2>&1 3>&- &
+  echo "$!" >"$BATS_TEST_TMPDIR/proxy.pid"
+  wait_for_file "$BATS_TEST_TMPDIR/proxy.log"
+  local i
+  for ((i = 0; i < 100; i++)); do
+    grep -q listening "$BATS_TEST_TMPDIR/proxy.log" && break
+    nap 0.05
+  done
+  RLOCK_URL="redis://127.0.0.1:$port/0" rl 0 run --json rr -- true
+  # The proxy did drop a reply: otherwise this test would test nothing.
+  grep -q dropped "$BATS_TEST_TMPDIR/proxy.log"
+  refute_stderr --partial 'no longer held'
+  assert_output --partial '"released":true'
+  rl 1 status rr
+  kill "$(<"$BATS_TEST_TMPDIR/proxy.pid")"
+  rm -f "$BATS_TEST_TMPDIR/proxy.pid"
+}
+
+# rlock stopped (SIGSTOP) while its command ends, and resumed after the
+# lease: the lock ran out before rlock could release it, which is what it
+# says (before: "was no longer held when the command ended", as if the lock
+# had been lost while the command ran).
+@test "run: a lease that ran out while rlock itself was stopped is not called lost while the command ran" {
+  bg_rlock st run -t 2s st -- sh -c 'sleep 0.5'
+  wait_held st
+  kill -STOP "$(<"$BATS_TEST_TMPDIR/st.pid")"
+  nap 3
+  kill -CONT "$(<"$BATS_TEST_TMPDIR/st.pid")"
+  bg_wait st 0
+  assert_stderr --partial "lock 'st' ran out before it could be released (rlock was held up past its lease)"
+  refute_stderr --partial 'no longer held'
 }
