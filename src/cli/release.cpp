@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "cli/context.h"
 #include "lock/keys.h"
 #include "output/render.h"
@@ -32,6 +35,10 @@ Action register_release(CLI::App& command, Context& context) {
       return report(Error{Error::Code::usage,
                           "--holder: the id is empty ('rlock status NAME' shows each holder's id; "
                           "--force without --holder evicts every holder)"});
+    // Ids are shown in lower-case hex; one copied in upper case is the same.
+    if (o->holder)
+      std::transform(o->holder->begin(), o->holder->end(), o->holder->begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     auto token = o->token.read(context);
     if (!token) return report(token.error());
     if (!*token && !o->force)

@@ -202,7 +202,8 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   token2="$(json 'd["token"]')"
   id2="$(json 'd["id"]')"
 
-  rl 0 release pool --force --holder "$id1"
+  # Given in upper case, as one may copy it: the same id.
+  rl 0 release pool --force --holder "${id1^^}"
   assert_output --regexp "^evicted $id1 from lock 'pool': first "
   assert_equal "${#lines[@]}" 1
 
