@@ -40,9 +40,10 @@ struct Ack {
 struct Outcome {
   redis::Reply reply;
   std::optional<Ack> ack;
-  /// The call was sent again after its connection was lost with the first
-  /// request out: the reply may be to a repeat (a release that finds
-  /// nothing, because the first, whose reply was lost, released it).
+  /// The call was sent again on a new connection after the one the first
+  /// went out on was lost (reset, closed): the reply may be to a repeat (a
+  /// release that finds nothing, because the first, whose reply was lost,
+  /// released it).
   bool sent_again = false;
 };
 

@@ -419,7 +419,6 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
   // Operations are idempotent by token (see server.cpp): a request whose
   // reply was lost may be sent again, to the same node or the next master.
   bool retried_transport = false;
-  bool maybe_done = false;  // see Outcome::sent_again
   // A redirection is followed at once; a Cluster that keeps redirecting
   // (a map changing under us) is given the backoff below after these.
   constexpr int k_redirects_before_backoff = 3;
@@ -451,12 +450,13 @@ Result<Outcome> ClusterBackend::run(const std::string& name, const lock::Call& c
                      : std::unexpected(conn.error());
     }
     if (outcome) {
-      outcome->sent_again = maybe_done;
+      // Sent again on a new connection after the one it went out on was
+      // lost: the first may have been carried out (a failover followed is
+      // not counted: the lock may really have been lost in it).
+      outcome->sent_again = retried_transport;
       return outcome;
     }
     const Error& error = outcome.error();
-    // A try that went unanswered may have been carried out all the same.
-    maybe_done = maybe_done || error.code == Error::Code::unreachable;
     // No node answered and none ever did: the Cluster is out of reach (as a
     // single server that refuses a fresh connection), not failing over.
     if (!node && error.code == Error::Code::unreachable && m_masters.empty()) return outcome;

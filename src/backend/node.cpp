@@ -172,6 +172,8 @@ void ReplicasSeen::observe(int connected, Clock::time_point now) {
   if (connected >= count || now - *fewer_since >= k_fewer_replicas_accepted) *this = connected;
 }
 
+namespace {
+
 /// The problem of a server without ROLE or WAIT (rename-command): the
 /// replicas cannot be counted or waited for, as when the ACL refuses them,
 /// but it is the server's configuration (76), and only --replicas can help.
@@ -186,6 +188,8 @@ Ack unavailable_for_replicas(std::string_view command) {
   return problem;
 }
 
+}  // namespace
+
 Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& replicas,
                         ReplicasSeen& replicas_seen, const std::vector<std::string>& keys,
                         const lock::Call& call, Deadline deadline, bool asking,
@@ -199,8 +203,9 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   // needed to report the refusal as what it is.
   const bool ask_role = acknowledge && replicas.all();
   const bool whole = asking || sent_whole(call);
-  // A status writes nothing: it runs in the read-only form, which a server
-  // whose writes are paused still runs (it waited for the pause to end).
+  // A status (and the uptime and memory questions) writes nothing: it runs
+  // in the read-only form, which a server whose writes are paused still
+  // runs (EVALSHA waited for the pause to end).
   const bool read_only = lock::is_read_only(call);
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;

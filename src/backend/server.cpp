@@ -322,7 +322,6 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
   // processed. Connection already replaces a connection found closed before
   // sending; this covers one closed or reset while the request was out.
   bool retried_transport = false;
-  bool maybe_done = false;  // see Outcome::sent_again
   // A transient refusal (LOADING after a restart, BUSY script, ...) means
   // the request was not run, and a failover means the master moved: back
   // off and try again until the caller's deadline.
@@ -357,12 +356,13 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
         sentinel())
       drop_connection();
     if (outcome) {
-      outcome->sent_again = maybe_done;
+      // Sent again on a new connection after the one it went out on was
+      // lost: the first may have been carried out (a failover followed is
+      // not counted: the lock may really have been lost in it).
+      outcome->sent_again = retried_transport;
       return outcome;
     }
     const Error& error = outcome.error();
-    // A try that went unanswered may have been carried out all the same.
-    maybe_done = maybe_done || error.code == Error::Code::unreachable;
     // A redirection or CLUSTERDOWN: the server is a Cluster node, and the
     // Cluster backend takes over from here (with the slot's master already
     // known from MOVED).

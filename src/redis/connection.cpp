@@ -150,11 +150,13 @@ struct Connection::Impl {
   }
 
   /// `dropped`, the connection closed by the server, or what the server
-  /// said before it closed it: an error as the first reply (read now if it
-  /// is still to be read) is the reason. A server at maxclients tells a new
-  /// connection so and closes it, before the request has even arrived: a
-  /// write then fails, or the rest of a pipelined request goes unanswered,
-  /// and 'Connection reset by peer' hid why.
+  /// said before it closed it: a first reply that is a refusal Redis closes
+  /// a connection after (maxclients, NOAUTH, a protocol error), read now if
+  /// it is still to be read, is the reason. A server at maxclients tells a
+  /// new connection so and closes it, before the request has even arrived:
+  /// a write then fails, or the rest of a pipelined request goes
+  /// unanswered, and 'Connection reset by peer' hid why. (Another error
+  /// reply, a refused ROLE before a restart, is no reason for the close.)
   Error closing_words(Error dropped, std::vector<Reply>& so_far) {
     if (dropped.code != Error::Code::unreachable || !transport) return dropped;
     std::array<char, k_read_size> buffer;
@@ -170,7 +172,12 @@ struct Connection::Impl {
       reader.feed({buffer.data(), *read});
     }
     if (so_far.empty() || !so_far.front().is_error()) return dropped;
-    return server_failure(name, so_far.front().str);
+    const std::string& said = so_far.front().str;
+    const ServerError kind = server_error_kind(said);
+    if (kind != ServerError::maxclients && kind != ServerError::noauth &&
+        !said.starts_with("ERR Protocol error"))
+      return dropped;
+    return server_failure(name, said);
   }
 
   /// One command; an error reply is returned as a Reply.
@@ -437,8 +444,7 @@ Result<Reply> Connection::eval(const Script& script, std::span<const std::string
   command.insert(command.end(), keys.begin(), keys.end());
   command.insert(command.end(), args.begin(), args.end());
   auto reply = m_impl->call(command, limit);
-  // Refused in its read-only form: the plain one (a NOPERM for the keys
-  // themselves comes back from it as well, and is what is reported).
+  // The read-only verb itself refused: the plain one.
   const auto again_plain = [&](bool body) {
     if (!is_read_only_verb(command[0]) || !reply || !refuses_read_only(*reply)) return;
     command[0] = script_verb(false, body);

@@ -85,7 +85,7 @@ class Connection {
   /// SCRIPT FLUSH). `read_only` for a run that writes nothing (a status):
   /// EVALSHA_RO and EVAL_RO, which a server whose writes are paused (CLIENT
   /// PAUSE WRITE, a FAILOVER, a Cluster's manual failover) still runs, as
-  /// it runs plain reads; see read_only_verb().
+  /// it runs plain reads; see script_verb().
   Result<Reply> eval(const Script& script, std::span<const std::string> keys,
                      std::span<const std::string> args, Deadline deadline, bool read_only = false);
 
