@@ -1,6 +1,7 @@
 #include "supervise/signals.h"
 
 #include <sys/signalfd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -27,14 +28,14 @@ bool is_job_control_stop(int sig) {
   return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
 
-void stop_own_job(int sig) {
+void stop_own_job(int sig, bool whole_group) {
   sigset_t one, before;
   sigemptyset(&one);
   sigaddset(&one, sig);
   pthread_sigmask(SIG_UNBLOCK, &one, &before);
   // Sent to ourselves too, and taken by this thread (it does not block the
   // signal) before kill returns: the whole process stops there.
-  kill(0, sig);
+  kill(whole_group ? 0 : getpid(), sig);
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
@@ -66,6 +67,12 @@ Result<SignalFd> SignalFd::open(const sigset_t& ignored) {
   sigset_t read_set = forwarded_set(ignored);
   sigaddset(&read_set, SIGCHLD);
   sigaddset(&read_set, SIGCONT);
+  // A stop for rlock's own group is read too, so that the command stops
+  // with it (Supervisor::on_own_stop); unless ignored, as by a shell
+  // without job control.
+  struct sigaction tstp {};
+  if (sigaction(SIGTSTP, nullptr, &tstp) == 0 && tstp.sa_handler != SIG_IGN)
+    sigaddset(&read_set, SIGTSTP);
   sigset_t block_set = read_set;
   sigaddset(&block_set, SIGTTOU);
   if (int err = pthread_sigmask(SIG_BLOCK, &block_set, nullptr); err != 0)

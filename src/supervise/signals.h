@@ -39,7 +39,9 @@ bool is_job_control_stop(int sig);
 /// sent. Returns once rlock is continued (its SIGCONT is then pending on
 /// the SignalFd), or at once when the kernel discarded the stop (an
 /// orphaned process group, or the signal ignored since rlock started).
-void stop_own_job(int sig);
+/// With `whole_group` false, rlock alone is stopped (a stop that reached
+/// rlock, whose group may be a script's that was not stopped).
+void stop_own_job(int sig, bool whole_group = true);
 
 /// Blocks the forwarded signals (except `ignored`), SIGCHLD and SIGCONT in
 /// the calling thread (and so in every thread started from it afterwards)

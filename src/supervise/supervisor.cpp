@@ -85,6 +85,7 @@ void Supervisor::on_signal(int sig, Deadline now) {
     if (std::exchange(m_job_stopped, false)) m_resume_pending = m_job_resumed = true;
     return;
   }
+  if (sig == SIGTSTP) return on_own_stop();
   // Forwarded to the group, not only the command: a shell script's
   // children get it too, as they would from a terminal's Ctrl-C.
   const bool group_left = !m_wait_status || m_child.group_exists();
@@ -110,6 +111,24 @@ void Supervisor::on_stop(int sig) {
   // Continued (its SIGCONT is pending), or the kernel would not stop us (an
   // orphaned group): then the command stays stopped, as above, until a
   // SIGCONT to rlock.
+  m_job_stopped = true;
+}
+
+void Supervisor::on_own_stop() {
+  // A SIGTSTP for rlock itself: a Ctrl-Z while the terminal is its group's
+  // (the command did not get it: the shell gives a pipeline's group the
+  // terminal in its own time, and rlock may have looked before), or a kill
+  // -TSTP. Before, rlock stopped alone and the command ran on, unrenewed.
+  // A command with the terminal gets the stop, and on_stop stops rlock's
+  // job once it has stopped; one without is stopped here with rlock's job,
+  // and continued with it (resume). One gone or being terminated is left
+  // alone.
+  // rlock alone: its group may be a script's that nobody stopped (the
+  // shell's job, where a Ctrl-Z reached it, is stopped already).
+  if (m_wait_status || m_terminating) return stop_own_job(SIGTSTP, false);
+  m_child.signal_group(SIGTSTP);
+  if (m_child.controlling_terminal() >= 0) return;
+  stop_own_job(SIGTSTP, false);
   m_job_stopped = true;
 }
 

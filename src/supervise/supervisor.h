@@ -69,6 +69,7 @@ class Supervisor {
  private:
   void on_signal(int sig, Deadline now);
   void on_stop(int sig);
+  void on_own_stop();
   void resume_when_safe(Deadline now);
   void resume();
   void check_lease(Deadline now);

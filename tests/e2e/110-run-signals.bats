@@ -211,3 +211,32 @@ EOF
   rl 0 run pgrp -- sh -c 'ps -o pgid= -p $$; echo $$'
   assert_equal "$(echo "${lines[0]}" | tr -d ' ')" "${lines[1]}"
 }
+
+# A stop for rlock's own group while the command has no terminal (no
+# terminal at all here; at a prompt, a shell that gave its job the terminal
+# only after rlock looked): the command stops with rlock, and goes on when
+# rlock is continued (before: rlock stopped alone, the command ran on,
+# unrenewed). Stopped is the state T in /proc/PID/stat.
+@test "run: SIGTSTP to rlock stops its command too; SIGCONT continues both" {
+  bg_rlock ts run -t 30s ts -- bash -c 'echo $$ >"$0/cmd.pid"; for i in $(seq 60); do echo "$i" >>"$0/ticks"; sleep 0.05; done' "$M"
+  wait_for_file "$M/ticks"
+  local rlock_pid cmd_pid state i before after
+  rlock_pid="$(<"$M/ts.pid")"
+  cmd_pid="$(<"$M/cmd.pid")"
+  kill -TSTP "$rlock_pid"
+  for ((i = 0; i < 100; i++)); do
+    state="$(awk '{print $3}' "/proc/$cmd_pid/stat")"
+    [[ "$state" == T ]] && break
+    nap 0.05
+  done
+  assert_equal "$state" T
+  assert_equal "$(awk '{print $3}' "/proc/$rlock_pid/stat")" T
+  before="$(wc -l <"$M/ticks")"
+  nap 0.5
+  after="$(wc -l <"$M/ticks")"
+  assert_equal "$after" "$before"
+  kill -CONT "$rlock_pid"
+  bg_wait ts 0
+  assert_equal "$(wc -l <"$M/ticks")" 60
+  rl 1 status ts
+}
