@@ -174,6 +174,21 @@ void ReplicasSeen::observe(int connected, Clock::time_point now) {
 
 namespace {
 
+/// The script run of `call` on `keys`: EVALSHA, or EVAL with the body
+/// (`eval`), each in the read-only form for a call that writes nothing (a
+/// status, the uptime and memory questions), which a server whose writes
+/// are paused still runs (EVALSHA waited for the pause to end).
+std::vector<std::string> script_command(const std::vector<std::string>& keys,
+                                        const lock::Call& call, bool eval) {
+  std::vector<std::string> command{std::string(redis::script_verb(lock::is_read_only(call), eval)),
+                                   eval ? std::string(lock_script().body) : lock_script().sha1,
+                                   std::to_string(keys.size())};
+  command.reserve(command.size() + keys.size() + call.args.size());
+  command.insert(command.end(), keys.begin(), keys.end());
+  command.insert(command.end(), call.args.begin(), call.args.end());
+  return command;
+}
+
 /// The problem of a server without ROLE or WAIT (rename-command): the
 /// replicas cannot be counted or waited for, as when the ACL refuses them,
 /// but it is the server's configuration (76), and only --replicas can help.
@@ -203,9 +218,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
   // needed to report the refusal as what it is.
   const bool ask_role = acknowledge && replicas.all();
   const bool whole = asking || sent_whole(call);
-  // A status (and the uptime and memory questions) writes nothing: it runs
-  // in the read-only form, which a server whose writes are paused still
-  // runs (EVALSHA waited for the pause to end).
+  // In the read-only form where it writes nothing (see script_command).
   const bool read_only = lock::is_read_only(call);
   Result<redis::Reply> reply = std::unexpected(Error{});
   std::optional<redis::Reply> role;
@@ -215,17 +228,11 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     // After ASKING the node runs only the very next command for the
     // migrating slot, so that command is the script itself, as EVAL: a
     // NOSCRIPT answer could not be followed by EVAL without asking again.
-    std::vector<std::string> script{std::string(redis::script_verb(read_only, whole)),
-                                    whole ? std::string(lock_script().body) : lock_script().sha1,
-                                    std::to_string(keys.size())};
-    script.insert(script.end(), keys.begin(), keys.end());
-    script.insert(script.end(), call.args.begin(), call.args.end());
-    const std::string script_verb_sent = script.front();
     std::vector<std::vector<std::string>> commands;
     if (first) commands.push_back(*first);
     if (ask_role) commands.push_back({"ROLE"});
     if (asking) commands.push_back({"ASKING"});
-    commands.push_back(std::move(script));
+    commands.push_back(script_command(keys, call, whole));
     auto replies = conn.pipeline(commands, deadline);
     if (!replies) return std::unexpected(replies.error());
     if (first && first_reply) *first_reply = std::move(replies->front());
@@ -235,8 +242,7 @@ Result<Outcome> execute(redis::Connection& conn, const config::ReplicaPolicy& re
     if (role && role_name(*role) == "sentinel")
       return fail(Error::Code::config, sentinel_not_server(conn.describe()));
     auto& last = replies->back();
-    if (is_noscript(last) ||
-        (redis::is_read_only_verb(script_verb_sent) && redis::refuses_read_only(last))) {
+    if (is_noscript(last) || redis::refuses_read_only(last)) {
       // Loads it again; or runs it in the plain form (without ASKING: a
       // redirection that comes back is the caller's to follow again).
       reply = conn.eval(lock_script(), keys, call.args, deadline, read_only);
@@ -314,14 +320,7 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
   std::vector<std::vector<std::string>> commands;
   // As in execute(): with --replicas all, ROLE travels with the script.
   if (call.replicate_within && replicas.all()) commands.push_back({"ROLE"});
-  // As in execute(): a status in the read-only form.
-  const bool read_only = lock::is_read_only(call);
-  std::vector<std::string> script{std::string(redis::script_verb(read_only, eval)),
-                                  eval ? std::string(lock_script().body) : lock_script().sha1,
-                                  std::to_string(keys.size())};
-  script.insert(script.end(), keys.begin(), keys.end());
-  script.insert(script.end(), call.args.begin(), call.args.end());
-  commands.push_back(std::move(script));
+  commands.push_back(script_command(keys, call, eval));
   return commands;
 }
 
@@ -432,24 +431,16 @@ Result<std::vector<redis::Reply>> run_scripts(
   replies.reserve(names.size());
   // Pipelined in batches: one round trip per batch instead of per lock.
   constexpr size_t k_batch = 500;
-  const auto& script = lock_script();
-  // As in execute(): a status in the read-only form.
-  const bool read_only = lock::is_read_only(call);
   for (size_t first = 0; first < names.size(); first += k_batch) {
     std::vector<std::vector<std::string>> commands;
     const size_t last = std::min(names.size(), first + k_batch);
-    for (size_t k = first; k < last; ++k) {
-      std::vector<std::string> cmd{std::string(redis::script_verb(read_only)), script.sha1, "9"};
-      for (auto& key : lock::lock_keys(prefix, names[k])) cmd.push_back(std::move(key));
-      cmd.insert(cmd.end(), call.args.begin(), call.args.end());
-      commands.push_back(std::move(cmd));
-    }
+    for (size_t k = first; k < last; ++k)
+      commands.push_back(script_command(lock::lock_keys(prefix, names[k]), call, false));
     auto conn = connect();
     if (!conn) return std::unexpected(conn.error());
     auto batch = (*conn)->pipeline(commands, Clock::now() + command_timeout);
     if (!batch) return std::unexpected(batch.error());
-    if (redis::is_read_only_verb(commands.front().front()) &&
-        std::any_of(batch->begin(), batch->end(),
+    if (std::any_of(batch->begin(), batch->end(),
                     [](const redis::Reply& reply) { return redis::refuses_read_only(reply); })) {
       // The read-only form refused: the batch again in the plain one.
       for (auto& cmd : commands) cmd[0] = redis::script_verb(false);

@@ -153,9 +153,6 @@ class ServerBackend final : public Backend {
   std::unique_ptr<Backend> m_cluster;
   bool m_probe_cluster = false;
   bool m_not_cluster = false;  // INFO cluster said so
-  /// Whether the script of the request last queued went in the read-only
-  /// form (finish() sends it again in the plain one if that is refused).
-  bool m_sent_read_only = false;
 };
 
 Result<void> ServerBackend::probe_cluster(Deadline deadline) {
@@ -249,7 +246,6 @@ redis::Connection* ServerBackend::start(const std::string& name, const lock::Cal
   // reads its answer), so that a heartbeat's clone needs no round trip of
   // its own.
   if (m_probe_cluster) commands.insert(commands.begin(), {"INFO", "cluster"});
-  m_sent_read_only = redis::is_read_only_verb(commands.back().front());
   // A request that cannot even be queued (an unresolvable host) fails
   // again, and is worded, in run().
   if (!conn->begin(commands)) return nullptr;
@@ -293,12 +289,10 @@ Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call
     // The script cache is empty (restart, SCRIPT FLUSH): EVAL loads it
     // again. A status refused in its read-only form: in the plain one.
     const bool noscript = error.server == redis::ServerError::noscript;
-    if (noscript || (m_sent_read_only && redis::refuses_read_only(last))) {
-      auto again =
-          script_request(m_target.replicas, lock::lock_keys(m_target.prefix, name), call, noscript);
-      m_sent_read_only = redis::is_read_only_verb(again.back().front());
-      if (m_connection->begin(again)) return {std::nullopt, true};
-    }
+    if ((noscript || redis::refuses_read_only(last)) &&
+        m_connection->begin(script_request(m_target.replicas,
+                                           lock::lock_keys(m_target.prefix, name), call, noscript)))
+      return {std::nullopt, true};
     // A Cluster node, or a refusal to ride out: run() knows what to do.
     if (server_kind(error, {redis::ServerError::moved, redis::ServerError::ask,
                             redis::ServerError::clusterdown}) ||

@@ -418,10 +418,6 @@ std::string_view script_verb(bool read_only, bool body) {
   return body ? "EVAL" : "EVALSHA";
 }
 
-bool is_read_only_verb(std::string_view verb) {
-  return verb == "EVALSHA_RO" || verb == "EVAL_RO";
-}
-
 bool refuses_read_only(const Reply& reply) {
   if (!reply.is_error()) return false;
   std::string text = reply.str;
@@ -446,7 +442,7 @@ Result<Reply> Connection::eval(const Script& script, std::span<const std::string
   auto reply = m_impl->call(command, limit);
   // The read-only verb itself refused: the plain one.
   const auto again_plain = [&](bool body) {
-    if (!is_read_only_verb(command[0]) || !reply || !refuses_read_only(*reply)) return;
+    if (!reply || !refuses_read_only(*reply)) return;
     command[0] = script_verb(false, body);
     reply = m_impl->call(command, limit);
   };

@@ -157,14 +157,12 @@ class Connection {
 /// releases did; a renamed command), when it is the plain verb.
 std::string_view script_verb(bool read_only, bool body = false);
 
-/// Whether `verb` is a read-only form (EVALSHA_RO, EVAL_RO).
-bool is_read_only_verb(std::string_view verb);
-
 /// Whether `reply` refuses the read-only verbs themselves (a NOPERM for
-/// 'evalsha_ro' or 'eval_ro', an unknown command): then they are given up
-/// for this process (script_verb gives the plain ones from then on), and a
-/// run that was sent with one goes again with the plain verb. A refusal of
-/// the keys is not one: the plain verb would be refused them too.
+/// 'evalsha_ro' or 'eval_ro', an unknown command), which only a run sent
+/// with one gets: then they are given up for this process (script_verb
+/// gives the plain ones from then on), and the run goes again with the
+/// plain verb. A refusal of the keys is not one: the plain verb would be
+/// refused them too.
 bool refuses_read_only(const Reply& reply);
 
 /// Classifies a server error message ("WRONGPASS ...", "NOPERM ...",
