@@ -13,11 +13,11 @@
 
 namespace rlock::cli {
 
-Action register_acquire(CLI::App& command, Context& context) {
+Action register_acquire(CLI::App& command, Context& context, const Mentioned& mentioned) {
   auto* sub = &command;
   auto options = std::make_shared<LockOptions>();
   add_name_option(*sub, options->name);
-  add_lock_options(*sub, *options);
+  add_lock_options(*sub, *options, mentioned);
   return [&context, options]() -> int {
     // The holder shown by status is the script that called us: acquire
     // itself exits at once.

@@ -37,51 +37,6 @@ std::string version_text() {
                      OPENSSL_VERSION_TEXT);
 }
 
-/// The options a command line can use: those it names, or every one when it
-/// asks for help (which lists them all). CLI11 compares each option it adds
-/// with every one added before, so registering all 22 global options was a
-/// third of `rlock --version`'s instructions; an option the line does not
-/// name is never parsed, and its variable keeps its default either way.
-/// Over-approximate on purpose: a single-dash word counts for every letter
-/// in it (a cluster such as -nv, or -t5s), and the words after `--` count
-/// too; only an option named nowhere is left out.
-class Mentioned {
- public:
-  explicit Mentioned(const std::vector<std::string>& words) {
-    for (const std::string& word : words) {
-      if (word.size() < 2 || word[0] != '-') continue;
-      if (word[1] == '-') {
-        m_long.push_back(std::string_view(word).substr(0, word.find('=')));
-        if (m_long.back() == "--help") m_all = true;
-      } else {
-        m_short.append(word, 1);
-        if (word.find('h') != std::string::npos) m_all = true;
-      }
-    }
-  }
-
-  /// Whether an option named `names` ("-u,--url") is needed.
-  bool operator()(std::string_view names) const {
-    if (m_all) return true;
-    while (!names.empty()) {
-      const size_t comma = names.find(',');
-      const std::string_view name = names.substr(0, comma);
-      if (name.starts_with("--")) {
-        if (std::find(m_long.begin(), m_long.end(), name) != m_long.end()) return true;
-      } else if (name.size() == 2 && m_short.find(name[1]) != std::string::npos) {
-        return true;
-      }
-      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
-    }
-    return false;
-  }
-
- private:
-  bool m_all = false;
-  std::vector<std::string_view> m_long;  // views into the words, which outlive this
-  std::string m_short;
-};
-
 void add_global_options(CLI::App& app, GlobalOptions& g, const Mentioned& mentioned) {
   const char* group = "Global options (before or after the command)";
   // Each one only when the line names it (Mentioned); nullptr otherwise.
@@ -278,7 +233,7 @@ size_t command_index(const CLI::App& app, const std::vector<std::string>& args) 
 struct CommandEntry {
   const char* name;
   const char* description;
-  Action (*add_options)(CLI::App&, Context&);
+  Action (*add_options)(CLI::App&, Context&, const Mentioned&);
 };
 constexpr CommandEntry k_commands[] = {
     {"run", "Run a command while holding a lock", register_run},
@@ -296,9 +251,8 @@ struct EveryOption {
   Context context;
   std::vector<std::pair<CLI::App*, Action>> commands;
   EveryOption() {
-    const std::vector<std::string> help{"--help"};
-    add_global_options(app, globals, Mentioned(help));
-    commands = register_commands(app, context, std::nullopt);
+    add_global_options(app, globals, Mentioned::every());
+    commands = register_commands(app, context, std::nullopt, Mentioned::every());
   }
 };
 
@@ -451,12 +405,20 @@ std::optional<std::string> command_word(const CLI::App& app, const std::vector<s
 }
 
 std::vector<std::pair<CLI::App*, Action>> register_commands(CLI::App& app, Context& context,
-                                                            std::optional<std::string_view> only) {
+                                                            std::optional<std::string_view> only,
+                                                            const Mentioned& mentioned) {
   std::vector<std::pair<CLI::App*, Action>> commands;
+  // A line that names a command and does not ask for help needs that one
+  // command alone: the others are there for `rlock --help` and "did you
+  // mean" (an unknown word, or none, keeps them all).
+  const bool known = only && std::any_of(std::begin(k_commands), std::end(k_commands),
+                                         [&](const CommandEntry& e) { return *only == e.name; });
   for (const CommandEntry& entry : k_commands) {
+    const bool chosen = !only || *only == entry.name;
+    if (known && !chosen && !mentioned.help()) continue;
     CLI::App* sub = app.add_subcommand(entry.name, entry.description);
     Action action;
-    if (!only || sub->check_name(std::string(*only))) action = entry.add_options(*sub, context);
+    if (chosen) action = entry.add_options(*sub, context, mentioned);
     commands.emplace_back(sub, std::move(action));
   }
   return commands;
@@ -570,17 +532,22 @@ int run_main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   Context context;
   std::vector<std::string> words(argv + 1, argv + argc);
-  add_global_options(app, context.global, Mentioned(words));
+  // The options the line names (Mentioned: every one when it asks for
+  // help). Its views into `words` are used only until split_command_line.
+  const Mentioned mentioned(words);
+  add_global_options(app, context.global, mentioned);
   bool show_version = false;
   app.add_flag("-V,--version", show_version, "Print version information and exit");
 
-  // Only the command that runs gets its options (register_commands). With
-  // no command word (--help, --version, a mistake), none does: the others
-  // are words CLI11 may report or list, never parse options for.
+  // Only the command that runs gets its options, and only those the line
+  // names (register_commands). With no command word (--help, --version, a
+  // mistake), none does: the others are words CLI11 may report or list,
+  // never parse options for.
   const auto word = command_word(app, words);
   auto commands = register_commands(
       app, context,
-      word ? std::optional<std::string_view>(*word) : std::optional<std::string_view>(""));
+      word ? std::optional<std::string_view>(*word) : std::optional<std::string_view>(""),
+      mentioned);
   auto formatter = std::make_shared<Formatter>();
   app.formatter(formatter);
   for (auto& [sub, action] : commands) {

@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/quorum.h"
@@ -309,17 +310,57 @@ std::pair<CLI::Option*, CLI::Option*> add_token_options(CLI::App& app, TokenOpti
   return {token, file};
 }
 
-void add_lock_options(CLI::App& app, LockOptions& o) {
-  app.add_option("-t,--ttl", o.ttl, "Lease length (default 30s)");
-  app.add_flag("-n,--nonblock", o.nonblock, "Fail at once if the lock is busy");
-  app.add_option("-w,--wait,--timeout", o.wait, "Give up waiting after DURATION (-w 0 = -n)");
-  app.add_option("-E,--conflict-exit-code", o.conflict_exit_code,
-                 "Exit code when busy or timed out (default 75)")
-      ->type_name("INT");
-  app.add_flag("-s,--shared", o.shared, "Shared (read) lock: many shared holders at once");
-  app.add_option("-l,--limit", o.limit, "Counting semaphore: up to N holders")->type_name("INT");
-  app.add_option("--owner", o.owner,
-                 "Free text shown by status, at most 256 bytes (default user@host)");
+Mentioned::Mentioned(const std::vector<std::string>& words) {
+  for (const std::string& word : words) {
+    if (word.size() < 2 || word[0] != '-') continue;
+    if (word[1] == '-') {
+      m_long.push_back(std::string_view(word).substr(0, word.find('=')));
+      if (m_long.back() == "--help") m_all = true;
+    } else {
+      m_short.append(word, 1);
+      if (word.find('h') != std::string::npos) m_all = true;
+    }
+  }
+}
+
+Mentioned Mentioned::every() {
+  Mentioned all;
+  all.m_all = true;
+  return all;
+}
+
+bool Mentioned::operator()(std::string_view names) const {
+  if (m_all) return true;
+  while (!names.empty()) {
+    const size_t comma = names.find(',');
+    const std::string_view name = names.substr(0, comma);
+    if (name.starts_with("--")) {
+      if (std::find(m_long.begin(), m_long.end(), name) != m_long.end()) return true;
+    } else if (name.size() == 2 && m_short.find(name[1]) != std::string::npos) {
+      return true;
+    }
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+  }
+  return false;
+}
+
+void add_lock_options(CLI::App& app, LockOptions& o, const Mentioned& mentioned) {
+  const auto option = [&](const char* names, auto& variable, const char* description) {
+    return mentioned(names) ? app.add_option(names, variable, description) : nullptr;
+  };
+  const auto flag = [&](const char* names, bool& variable, const char* description) {
+    if (mentioned(names)) app.add_flag(names, variable, description);
+  };
+  option("-t,--ttl", o.ttl, "Lease length (default 30s)");
+  flag("-n,--nonblock", o.nonblock, "Fail at once if the lock is busy");
+  option("-w,--wait,--timeout", o.wait, "Give up waiting after DURATION (-w 0 = -n)");
+  if (auto* exit_code = option("-E,--conflict-exit-code", o.conflict_exit_code,
+                               "Exit code when busy or timed out (default 75)"))
+    exit_code->type_name("INT");
+  flag("-s,--shared", o.shared, "Shared (read) lock: many shared holders at once");
+  if (auto* limit = option("-l,--limit", o.limit, "Counting semaphore: up to N holders"))
+    limit->type_name("INT");
+  option("--owner", o.owner, "Free text shown by status, at most 256 bytes (default user@host)");
 }
 
 }  // namespace rlock::cli

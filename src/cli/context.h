@@ -112,8 +112,36 @@ struct TokenOptions {
 /// Adds --token and --token-file (which exclude each other); returns them.
 std::pair<CLI::Option*, CLI::Option*> add_token_options(CLI::App& app, TokenOptions& options);
 
-/// Adds -t -n -w -E -s -l --owner to a subcommand.
-void add_lock_options(CLI::App& app, LockOptions& options);
+/// The options a command line can use: those it names, or every one when it
+/// asks for help (which lists them all). CLI11 compares each option it adds
+/// with every one added before, so registering all 22 global options was a
+/// third of `rlock --version`'s instructions, and run's own a fifth of
+/// `rlock run x -- true`'s; an option the line does not name is never
+/// parsed, and its variable keeps its default either way.
+/// Over-approximate on purpose: a single-dash word counts for every letter
+/// in it (a cluster such as -nv, or -t5s), and the words after `--` count
+/// too; only an option named nowhere is left out.
+class Mentioned {
+ public:
+  /// The option words of `words`, which must outlive this.
+  explicit Mentioned(const std::vector<std::string>& words);
+  /// Every option (for the help text, and for "did you mean").
+  static Mentioned every();
+
+  /// Whether an option named `names` ("-u,--url") is needed.
+  bool operator()(std::string_view names) const;
+  /// Whether the line asks for help (-h, --help): every option is needed.
+  bool help() const { return m_all; }
+
+ private:
+  Mentioned() = default;
+  bool m_all = false;
+  std::vector<std::string_view> m_long;  // views into the words
+  std::string m_short;
+};
+
+/// Adds -t -n -w -E -s -l --owner to a subcommand: those `mentioned`.
+void add_lock_options(CLI::App& app, LockOptions& options, const Mentioned& mentioned);
 
 /// The lock name positional with its validation.
 void add_name_option(CLI::App& app, std::string& name);
@@ -122,20 +150,25 @@ void add_name_option(CLI::App& app, std::string& name);
 /// returns the action run when it is chosen. The action returns the exit
 /// status.
 using Action = std::function<int()>;
-Action register_acquire(CLI::App& command, Context& context);
-Action register_renew(CLI::App& command, Context& context);
-Action register_release(CLI::App& command, Context& context);
-Action register_status(CLI::App& command, Context& context);
-Action register_run(CLI::App& command, Context& context);
+/// acquire and run add only the options `mentioned`; the other commands,
+/// with few options, all of theirs.
+Action register_acquire(CLI::App& command, Context& context, const Mentioned& mentioned);
+Action register_renew(CLI::App& command, Context& context, const Mentioned& mentioned);
+Action register_release(CLI::App& command, Context& context, const Mentioned& mentioned);
+Action register_status(CLI::App& command, Context& context, const Mentioned& mentioned);
+Action register_run(CLI::App& command, Context& context, const Mentioned& mentioned);
 
-/// Adds every command to `app` (name and description), and the options of
-/// `only` (the command word of the command line; nullopt: of every command),
-/// with their actions. Building CLI11's option tree was a fifth of a short
-/// command's instructions, so a process builds only the one it runs; the
-/// others are there for `rlock --help` and "did you mean". Returns each
-/// subcommand with its action (empty when its options were not added).
-std::vector<std::pair<CLI::App*, Action>> register_commands(CLI::App& app, Context& context,
-                                                            std::optional<std::string_view> only);
+/// Adds the commands to `app` (name and description), and the options of
+/// `only` (the command word of the command line; nullopt: of every command)
+/// that are `mentioned`, with their actions. Building CLI11's option tree
+/// was a fifth of a short command's instructions, so a process builds only
+/// the one it runs: when `only` is a command and the line does not ask for
+/// help, that command alone is added; otherwise every one is, the others
+/// for `rlock --help` and "did you mean". Returns each subcommand with its
+/// action (empty when its options were not added).
+std::vector<std::pair<CLI::App*, Action>> register_commands(
+    CLI::App& app, Context& context, std::optional<std::string_view> only,
+    const Mentioned& mentioned = Mentioned::every());
 
 /// The command word of `args` (the first word that is not a global option
 /// or its value), as split_command_line finds it; nullopt when the line has

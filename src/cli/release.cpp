@@ -11,7 +11,7 @@
 
 namespace rlock::cli {
 
-Action register_release(CLI::App& command, Context& context) {
+Action register_release(CLI::App& command, Context& context, const Mentioned& /*mentioned*/) {
   auto* sub = &command;
   struct Options {
     std::string name;

@@ -4,7 +4,7 @@
 
 namespace rlock::cli {
 
-Action register_renew(CLI::App& command, Context& context) {
+Action register_renew(CLI::App& command, Context& context, const Mentioned& /*mentioned*/) {
   auto* sub = &command;
   struct Options {
     std::string name;

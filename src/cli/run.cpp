@@ -435,7 +435,7 @@ int run_command(Context& context, const RunOptions& o) {
 
 }  // namespace
 
-Action register_run(CLI::App& command, Context& context) {
+Action register_run(CLI::App& command, Context& context, const Mentioned& mentioned) {
   auto* sub = &command;
   sub->footer(
       "Usage: rlock [GLOBAL] run NAME [LOCK] [RUN] [--] COMMAND [ARG...]\n"
@@ -444,20 +444,19 @@ Action register_run(CLI::App& command, Context& context) {
       "126/127 command not executable / not found.");
   auto o = std::make_shared<RunOptions>();
   add_name_option(*sub, o->lock.name);
-  add_lock_options(*sub, o->lock);
-  const char* group = "Run options";
-  sub->add_option("-c", o->shell_command, "Run this with /bin/sh -c instead of COMMAND")
-      ->expected(1)
-      ->group(group);
-  sub->add_option("--kill-after", o->kill_after,
-                  "Grace between SIGTERM and SIGKILL (default 5s, or TTL/4 if shorter)")
-      ->group(group);
-  sub->add_option("--min-hold", o->min_hold,
-                  "Keep the lock at least this long after acquiring, even if the command ends")
-      ->group(group);
-  sub->add_option("--max-hold", o->max_hold,
-                  "Terminate the command (exit 79) after holding the lock this long")
-      ->group(group);
+  add_lock_options(*sub, o->lock, mentioned);
+  const auto option = [&](const char* names, auto& variable, const char* description) {
+    return mentioned(names) ? sub->add_option(names, variable, description)->group("Run options")
+                            : nullptr;
+  };
+  if (auto* shell = option("-c", o->shell_command, "Run this with /bin/sh -c instead of COMMAND"))
+    shell->expected(1);
+  option("--kill-after", o->kill_after,
+         "Grace between SIGTERM and SIGKILL (default 5s, or TTL/4 if shorter)");
+  option("--min-hold", o->min_hold,
+         "Keep the lock at least this long after acquiring, even if the command ends");
+  option("--max-hold", o->max_hold,
+         "Terminate the command (exit 79) after holding the lock this long");
   sub->add_option("command", o->command, "The command and its arguments");
   // CLI11 never sees the command's words (it would take `[1,2]` apart):
   // split_command_line took them out of argv.

@@ -4,7 +4,7 @@
 
 namespace rlock::cli {
 
-Action register_status(CLI::App& command, Context& context) {
+Action register_status(CLI::App& command, Context& context, const Mentioned& /*mentioned*/) {
   auto* sub = &command;
   // Listed for --help only: split_command_line takes the names out of argv
   // (CLI11 would read `[a,b]` as two names) and leaves them in operands.

@@ -168,6 +168,30 @@ TEST(RegisterCommands, OnlyTheCommandThatRunsGetsItsOptions) {
   }
 }
 
+TEST(RegisterCommands, OnlyTheOptionsTheLineNamesAreAdded) {
+  CLI::App app{"rlock", "rlock"};
+  Context context;
+  const Words words{"acquire", "-nt5s", "--owner=me", "n"};
+  const Mentioned mentioned(words);
+  const auto commands = register_commands(app, context, "acquire", mentioned);
+  ASSERT_EQ(commands.size(), 1U);
+  const CLI::App& acquire = *commands.front().first;
+  EXPECT_EQ(acquire.get_name(), "acquire");
+  for (const char* named : {"-n", "-t", "-s", "--owner", "name"})
+    EXPECT_NE(acquire.get_option_no_throw(named), nullptr) << named;
+  for (const char* unnamed : {"-w", "-l", "-E"})
+    EXPECT_EQ(acquire.get_option_no_throw(unnamed), nullptr) << unnamed;
+  // Help lists every command and every option.
+  CLI::App helped{"rlock", "rlock"};
+  const Words help{"run", "-h"};
+  const auto all = register_commands(helped, context, "run", Mentioned(help));
+  ASSERT_EQ(all.size(), 5U);
+  EXPECT_NE(all.front().first->get_option_no_throw("--max-hold"), nullptr);
+  // A word that is no command keeps them all, for "did you mean".
+  CLI::App typo{"rlock", "rlock"};
+  EXPECT_EQ(register_commands(typo, context, "stauts", Mentioned(words)).size(), 5U);
+}
+
 TEST(RegisterCommands, TheCommandWordIsFoundAsSplitCommandLineFindsIt) {
   CLI::App app{"rlock", "rlock"};
   Context context;
