@@ -135,6 +135,12 @@ class Backend {
     (void)call;
   }
 
+  /// For status, after its reads: a warning when the server they went to is
+  /// a replica cut off from its master (cut_off_replica), whose copy may
+  /// show a held lock as free. nullopt otherwise, and by default: a Cluster
+  /// listing reads masters, and a quorum shows a replica member as such.
+  virtual std::optional<std::string> stale_replica_warning() { return std::nullopt; }
+
   /// A readable fd that cuts connecting, commands and retry pauses short
   /// with Error::Code::interrupted (-1: none).
   virtual void set_interrupt_fd(int fd) = 0;

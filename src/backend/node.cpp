@@ -89,6 +89,22 @@ const redis::Script& lock_script() {
   return script;
 }
 
+std::optional<std::string> cut_off_replica(redis::Connection& conn, Deadline deadline) {
+  const std::vector<std::string> args{"ROLE"};
+  auto role = conn.command(args, deadline);
+  // A replica: ["slave", master host, master port, link state, offset].
+  if (!role || role_name(*role) != "slave" || role->elements.size() < 4) return std::nullopt;
+  const auto& e = role->elements;
+  const std::string& state = e[3].str;
+  if (state == "connected") return std::nullopt;
+  const std::string port =
+      e[2].type == redis::Reply::Type::integer ? std::to_string(e[2].integer) : e[2].str;
+  return fmt::format(
+      "{} is a replica whose link to its master {}:{} is down ({}): what it shows may be out of "
+      "date (a lock held on the master shown as free, or a holder that is gone); ask the master",
+      conn.describe(), e[1].str, port, state.empty() ? "no state" : state);
+}
+
 bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {
   const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
   pollfd fd{interrupt_fd, POLLIN, 0};

@@ -129,6 +129,12 @@ inline constexpr Millis k_fewer_replicas_accepted{10'000};
 /// The ACL user a connection with `options` authenticates as.
 std::string acl_user_of(const redis::ConnectOptions& options);
 
+/// Asks `conn`'s server ROLE: when it is a replica whose link to its master
+/// is not up, a warning that what it shows may be out of date (a lock held
+/// on the master shown as free, or an old holder), naming the master;
+/// nullopt otherwise, and when ROLE is refused or unanswered.
+std::optional<std::string> cut_off_replica(redis::Connection& conn, Deadline deadline);
+
 /// Runs `call` once on `conn` (the master of the lock), then WAITs for the
 /// replicas `replicas` asks for if the call wrote a lease. `replicas_seen`:
 /// the most replicas this master has been seen with (ROLE), raised here;

@@ -45,6 +45,11 @@ class ServerBackend final : public Backend {
     if (m_dropped) (void)m_dropped->part(request, k_part_budget);
   }
 
+  std::optional<std::string> stale_replica_warning() override {
+    if (m_cluster || !m_connection) return std::nullopt;
+    return cut_off_replica(*m_connection, Clock::now() + command_timeout());
+  }
+
   void set_interrupt_fd(int fd) override {
     m_interrupt_fd = fd;
     if (m_connection) m_connection->set_interrupt_fd(fd);

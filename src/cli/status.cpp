@@ -25,6 +25,12 @@ Action register_status(CLI::App& command, Context& context, const Mentioned& /*m
       return report(Error{Error::Code::usage, "--ttl must be at least 100ms"});
     auto client = context.client();
     if (!client) return report(client.error());
+    // A replica cut off from its master may show a held lock as free: said
+    // once, after what it showed.
+    const auto warn_if_stale = [&context, &client] {
+      if (auto stale = client->backend().stale_replica_warning())
+        context.warn("warning: " + *stale);
+    };
     if (names->empty()) {
       // A Cluster shard out of reach: the operator still sees what the
       // others hold, one line per shard left out says the listing is
@@ -37,6 +43,7 @@ Action register_status(CLI::App& command, Context& context, const Mentioned& /*m
       for (const auto& gap : gaps) unlisted.push_back(gap.message);
       if (auto printed = output::print_list(*views, context.global.json, unlisted); !printed)
         return report(printed.error());
+      warn_if_stale();
       int status = 0;
       for (const auto& gap : gaps) {
         const int code = report(gap);
@@ -85,6 +92,7 @@ Action register_status(CLI::App& command, Context& context, const Mentioned& /*m
     }
     // (With --json, the broken locks' lines follow the document.)
     for (; next_broken < broken.size(); ++next_broken) (void)report(broken[next_broken]);
+    warn_if_stale();
     if (!broken.empty()) return static_cast<int>(exit_status(broken.front().code));
     return all_held ? 0 : static_cast<int>(ExitStatus::refused);
   };

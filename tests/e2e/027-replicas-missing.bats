@@ -87,3 +87,36 @@ start_replica() {
   rl 0 run -n on-replica -- echo on-master
   assert_output on-master
 }
+
+@test "replicas: status read from a replica cut off from its master says so on stderr" {
+  # A master of its own (this file's server stays up for the others).
+  start_redis
+  start_replica
+  local replica_url="redis://127.0.0.1:$REPLICA_PORT/0"
+  rl 0 acquire held-on-master -t 1h
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ "$(redis-cli -p "$REPLICA_PORT" EXISTS 'rlock:{held-on-master}:h')" == 1 ]] && break
+    nap 0.1
+  done
+  # Linked: its copy is the master's, and nothing is said.
+  rl 0 -u "$replica_url" status held-on-master
+  refute_stderr
+  # Cut off (the master gone): the lock still shows, but could as well be
+  # free, or gone long ago; status says so, once, naming the master.
+  stop_redis "$REDIS_PID"
+  for ((i = 0; i < 50; i++)); do
+    [[ "$(redis-cli -p "$REPLICA_PORT" ROLE | sed -n 4p)" != connected ]] && break
+    nap 0.1
+  done
+  rl 0 -u "$replica_url" status held-on-master
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "is a replica whose link to its master 127.0.0.1:$REDIS_PORT is down"
+  rl 1 -u "$replica_url" status never-taken
+  assert_stderr --partial "what it shows may be out of date"
+  rl 0 -u "$replica_url" status
+  assert_stderr --partial "ask the master"
+  rl 0 -q -u "$replica_url" status
+  refute_stderr
+  stop_redis "$REPLICA_PID"
+}
