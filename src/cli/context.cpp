@@ -277,9 +277,12 @@ void Context::report_busy(lock::LockClient& client, const std::string& name,
   if (!interactive() && global.verbose == 0) return;
   if (global.quiet) return;
   std::string line = error.message;
-  if (auto view = client.status(name); view && !view->holders.empty())
-    line += fmt::format("; held by {} on {} for {}", output::describe_holder(view->holders[0]),
-                        view->holders[0].who.host, format_duration(view->holders[0].age));
+  if (auto view = client.status(name); view && !view->holders.empty()) {
+    const auto& holder = view->holders[0];
+    line += "; held by " + output::describe_holder(holder);
+    if (!holder.who.host.empty()) line += " on " + holder.who.host;
+    if (holder.recorded) line += " for " + format_duration(holder.age);
+  }
   stderr_line(line);
 }
 

@@ -39,6 +39,9 @@ struct HolderView {
   Identity who;
   Millis age{0};
   Millis ttl_left{0};
+  /// False when the holder's record (PREFIX{NAME}:i) is missing (deleted,
+  /// or evicted): its mode, owner, fence and age are unknown; age is 0.
+  bool recorded = true;
 };
 
 struct WaiterView {
@@ -47,6 +50,7 @@ struct WaiterView {
   std::string mode;
   Identity who;
   Millis waiting{0};
+  bool recorded = true;  ///< as HolderView's: false, waiting is unknown (0)
 };
 
 /// One forced release. `by` and `acl_user` are what the forcing client

@@ -200,9 +200,9 @@ Result<LockView> decode_status(const std::string& name, const redis::Reply& repl
     // A waiter shows the mode it asked for, as a holder would hold it: an
     // exclusive one of a lock whose limit is above 1 waits for a semaphore
     // place (a different limit is refused).
-    view.waiters.push_back(WaiterView{static_cast<int>(view.waiters.size()) + 1, w[k].str,
-                                      mode_shown(record.mode, view.limit), record.who,
-                                      elapsed(now, record.since_ms)});
+    view.waiters.push_back(WaiterView{
+        static_cast<int>(view.waiters.size()) + 1, w[k].str, mode_shown(record.mode, view.limit),
+        record.who, record.parsed ? elapsed(now, record.since_ms) : Millis(0), record.parsed});
   }
   view.forced = parse_audit(e[5].str, now, view.limit);
   // A quorum's combined reply (combine_status) adds every member's view.

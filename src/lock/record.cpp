@@ -75,6 +75,7 @@ Record parse_record(std::string_view text) {
   record.mode = std::string(parts[2]);
   record.ttl_ms = std::max<std::int64_t>(0, to_int(parts[3]));
   record.who = parse_identity(text);
+  record.parsed = true;
   return record;
 }
 
@@ -87,8 +88,14 @@ std::string mode_shown(const std::string& mode, std::int64_t limit) {
 /// `now_ms` is the server's time of the reply that carried the record.
 HolderView holder_from(std::string id, const Record& record, std::int64_t now_ms,
                        std::int64_t ttl_ms, std::int64_t limit) {
-  return HolderView{std::move(id), mode_shown(record.mode, limit),   record.fence,
-                    record.who,    elapsed(now_ms, record.since_ms), Millis(time_ms(ttl_ms))};
+  // Without its record, the time since 1970 is no age.
+  return HolderView{std::move(id),
+                    mode_shown(record.mode, limit),
+                    record.fence,
+                    record.who,
+                    record.parsed ? elapsed(now_ms, record.since_ms) : Millis(0),
+                    Millis(time_ms(ttl_ms)),
+                    record.parsed};
 }
 
 /// The audit key: netstrings of entries, newest first, each netstrings of

@@ -42,6 +42,7 @@ struct Record {
   std::string mode;
   std::int64_t ttl_ms = 0;  ///< the TTL the holder asked for
   Identity who;
+  bool parsed = false;  ///< false: no record (empty, or not one): the rest is 0
 };
 Record parse_record(std::string_view text);
 

@@ -20,6 +20,11 @@ namespace rlock::output {
 
 namespace {
 
+/// A holder's age as the text shows it: "?" when its record is missing.
+std::string age_shown(const lock::HolderView& h) {
+  return h.recorded ? format_duration(h.age) : "?";
+}
+
 bool g_stdout_closed = false;
 unsigned g_claimed_fds = 0;
 
@@ -107,7 +112,10 @@ void write_holder(std::string& out, const lock::HolderView& h) {
   o.text("id", h.id);
   o.text("mode", h.mode);
   write_who(o, h.who);
-  o.integer("age_ms", static_cast<std::int64_t>(h.age.count()));
+  if (h.recorded)
+    o.integer("age_ms", static_cast<std::int64_t>(h.age.count()));
+  else
+    o.name("age_ms") += "null";
   o.integer("ttl_ms", static_cast<std::int64_t>(h.ttl_left.count()));
   o.integer("fence", h.fence);
 }
@@ -119,7 +127,10 @@ void write_waiter(std::string& out, const lock::WaiterView& w) {
   o.text("id", w.id);
   o.text("mode", w.mode);
   write_who(o, w.who);
-  o.integer("waiting_ms", static_cast<std::int64_t>(w.waiting.count()));
+  if (w.recorded)
+    o.integer("waiting_ms", static_cast<std::int64_t>(w.waiting.count()));
+  else
+    o.name("waiting_ms") += "null";
 }
 
 /// `[a,b,...]` of `items`, each written by `write`.
@@ -223,7 +234,7 @@ unsigned claimed_standard_fds() {
 Json holder_json(const lock::HolderView& h) {
   Json::Object o{{"id", h.id}, {"mode", h.mode}};
   who_fields(o, h.who);
-  o.emplace_back("age_ms", static_cast<long long>(h.age.count()));
+  o.emplace_back("age_ms", h.recorded ? Json(static_cast<long long>(h.age.count())) : Json());
   o.emplace_back("ttl_ms", static_cast<long long>(h.ttl_left.count()));
   o.emplace_back("fence", static_cast<long long>(h.fence));
   return Json(std::move(o));
@@ -304,16 +315,16 @@ Result<void> print_status(const lock::LockView& v, bool json) {
     for (const auto& h : v.holders)
       out += fmt::format("  {:<8}  {}  {}  {}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n", printable(h.id),
                          cell(h.mode, 9), cell(h.who.owner, 20), cell(h.who.host, 14), h.who.pid,
-                         format_duration(h.age), format_duration(h.ttl_left), h.fence, fence,
+                         age_shown(h), format_duration(h.ttl_left), h.fence, fence,
                          printable(h.who.command));
   }
   if (!v.waiters.empty()) {
     out += fmt::format("  waiting ({}):\n", v.waiters.size());
     for (const auto& w : v.waiters)
-      out +=
-          fmt::format("  {:>3}. {:<8}  {}  {}  {}  {:>7}  waiting {}  {}\n", w.position,
-                      printable(w.id), cell(w.mode, 9), cell(w.who.owner, 20), cell(w.who.host, 14),
-                      w.who.pid, format_duration(w.waiting), printable(w.who.command));
+      out += fmt::format("  {:>3}. {:<8}  {}  {}  {}  {:>7}  waiting {}  {}\n", w.position,
+                         printable(w.id), cell(w.mode, 9), cell(w.who.owner, 20),
+                         cell(w.who.host, 14), w.who.pid,
+                         w.recorded ? format_duration(w.waiting) : "?", printable(w.who.command));
   }
   if (!v.members.empty()) {
     out += fmt::format("  members ({}, a majority is {}):\n", v.members.size(),
@@ -434,7 +445,7 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
     if (first) {
       append_shown(out, first->who.owner, 20);
       sep();
-      append_right(out, format_duration(first->age), 7);
+      append_right(out, age_shown(*first), 7);
       sep();
       append_right(out, format_duration(first->ttl_left), 7);
     } else {

@@ -55,6 +55,25 @@ EOF2
   assert_equal "$(json 'd["holders"][0]["pid"]')" 0
 }
 
+@test "hostile data: a holder whose record was deleted or evicted shows no age, not fifty years" {
+  rl 0 acquire unrecorded -t 60s
+  rcli DEL 'rlock:{unrecorded}:i' >/dev/null
+  rl 0 status unrecorded
+  # Its line: the id, no owner, host or mode, pid 0, AGE "?", then the TTL.
+  assert_line --regexp '^  [0-9a-f]{8} +0 +\? +[0-9.]+s +0'
+  refute_output --regexp '[0-9]h'
+  rl 0 status
+  assert_line --regexp '^unrecorded +exclusive +1 +\? +[0-9.]+s'
+  rl 0 status unrecorded --json
+  assert_equal "$(json 'd["holders"][0]["age_ms"] is None and d["holders"][0]["ttl_ms"] > 0')" true
+  rl 0 status --json
+  assert_equal "$(json 'd["locks"][0]["holders"][0]["age_ms"] is None')" true
+  # A busy acquire names the holder without an empty host or an age.
+  rl 75 -v acquire unrecorded -n
+  refute_stderr --partial ' on '
+  refute_stderr --partial ' for '
+}
+
 @test "hostile data: a foreign key at a lock's name is listed as broken, not fatal" {
   rl 0 acquire good-one -t 60s
   rl 0 acquire good-two -t 60s

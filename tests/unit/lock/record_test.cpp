@@ -26,6 +26,19 @@ TEST(Record, GarbageDecodesToAnEmptyRecordNotAnError) {
   }
 }
 
+TEST(Record, AHolderWithoutItsRecordHasNoAgeRatherThanFiftyYears) {
+  const Record missing = parse_record("");
+  EXPECT_FALSE(missing.parsed);
+  const HolderView view = holder_from("id", missing, 1'795'000'000'000'000, 5000, 1);
+  EXPECT_FALSE(view.recorded);
+  EXPECT_EQ(view.age.count(), 0);
+  EXPECT_EQ(view.ttl_left.count(), 5000);
+  const HolderView kept =
+      holder_from("id", parse_record("7\n1000\nexclusive\n30000\n"), 4000, 0, 1);
+  EXPECT_TRUE(kept.recorded);
+  EXPECT_EQ(kept.age.count(), 3000);
+}
+
 TEST(Record, ForgedNumbersAreClampedBeforeArithmetic) {
   const Record record = parse_record("-5\n-9223372036854775808\nexclusive\n0\n");
   EXPECT_EQ(record.fence, 0);
