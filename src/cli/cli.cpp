@@ -612,8 +612,9 @@ int run_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // A write to a pipe nobody reads must not kill us with SIGPIPE halfway
   // through releasing a lock; EPIPE is handled instead (and ends `rlock
-  // status | head` quietly: output::end_quietly_on_broken_pipe).
-  std::signal(SIGPIPE, SIG_IGN);
+  // status | head` quietly: output::end_quietly_on_broken_pipe). Likewise
+  // SIGXFSZ; and SIGCHLD must not be ignored (claim_process_signals).
+  claim_process_signals();
   output::claim_standard_fds();
   try {
     const int status = run_main(argc, argv);

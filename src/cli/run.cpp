@@ -175,7 +175,7 @@ int exec_in_place(const std::vector<std::string>& argv) {
   args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  std::signal(SIGPIPE, SIG_DFL);  // ignored by rlock; must not leak into the command
+  restore_entry_signals();  // SIGPIPE ignored by rlock must not leak into the command
   execvp(args[0], args.data());
   int err = errno;
   to_stderr(fmt::format("rlock: error: cannot run '{}': {}\n", argv[0], std::strerror(err)));
@@ -377,6 +377,7 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     bool released = false;
     switch (outcome.loss->cause) {
       case supervise::LossCause::max_hold:
+      case supervise::LossCause::unkeepable:
         released = parting.release(name, hold.grant.token).has_value();
         break;
       case supervise::LossCause::unreachable:

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "util/number.h"
+#include "util/signals.h"
 
 // Sanitizer builds start the command with a plain fork (see start_child).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -242,6 +243,19 @@ int close_all_but(int keep) {
 [[noreturn]] void guard(int pipe_read, std::int64_t kill_after_ns, std::int64_t kill_by,
                         const std::int64_t* const* outer, int count) {
   sys(SYS_prctl, PR_SET_NAME, arg("rlock-guard"));
+  // A starved rlock must not starve its guardian: the end of the lease is
+  // its to enforce. It inherits rlock's scheduling (`nice -n 19`, `chrt -i
+  // 0`, `taskset`): back to the normal policy from SCHED_IDLE or
+  // SCHED_BATCH (allowed unprivileged), the highest priority it may take
+  // (nice -20 for root; others keep theirs), and every CPU it may run on
+  // (the kernel keeps it within its cpuset). It sleeps until a deadline and
+  // then only signals: a few microseconds of CPU. Failures change nothing.
+  const sched_param normal{};
+  sys(SYS_sched_setscheduler, 0, SCHED_OTHER, arg(&normal));
+  sys(SYS_setpriority, PRIO_PROCESS, 0, -20);
+  std::uint64_t every_cpu[16];
+  for (auto& word : every_cpu) word = ~std::uint64_t{0};
+  sys(SYS_sched_setaffinity, 0, sizeof every_cpu, arg(every_cpu));
   // Its own group: a Ctrl-C, a `kill -- -PGID` meant for rlock's group or a
   // SIGKILL of the command's group must not take the guardian with it, and
   // a group of the session that is not the terminal's foreground is no job
@@ -357,9 +371,10 @@ struct Exec {
   if (getppid() != e.parent) _exit(k_orphan_status);
   // The deadline page is the command's to inherit (for a nested run).
   if (e.deadline_fd >= 0) fcntl(e.deadline_fd, F_SETFD, 0);
-  // rlock ignores SIGPIPE for itself; an ignored disposition would survive
-  // exec and break pipelines in the command (`yes | head`).
-  signal(SIGPIPE, SIG_DFL);
+  // rlock ignores SIGPIPE and SIGXFSZ for itself; an ignored disposition
+  // would survive exec and break pipelines in the command (`yes | head`).
+  // The command gets what rlock's caller had (SIGCHLD too).
+  restore_entry_signals();
   sigprocmask(SIG_SETMASK, e.mask, nullptr);
   // Closed for rlock's caller, closed for the command: `rlock run x -- echo
   // hi >&-` fails to write, as `echo hi >&-` does, instead of writing to
@@ -584,41 +599,57 @@ std::vector<const std::int64_t*> enclosing_deadlines() {
 }
 
 void Guardian::publish(Deadline must_be_dead_by) {
+  m_kill_by = deadline_message(must_be_dead_by);
   if (m_page) __atomic_store_n(m_page + 1, deadline_message(must_be_dead_by), __ATOMIC_RELEASE);
 }
 
 Result<Guardian> Guardian::start(Millis kill_after, std::optional<Deadline> must_be_dead_by,
                                  const std::vector<const std::int64_t*>& outer) {
+  Guardian guardian;
+  guardian.m_kill_after_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kill_after).count();
+  guardian.m_kill_by = must_be_dead_by ? deadline_message(*must_be_dead_by) : 0;
+  guardian.m_outer.assign(outer.begin(), outer.begin() + static_cast<std::ptrdiff_t>(
+                                                             std::min(outer.size(), k_max_outer)));
+  std::tie(guardian.m_page_fd, guardian.m_page) = make_deadline_page(guardian.m_kill_by);
+  if (auto launched = guardian.launch(); !launched) return std::unexpected(launched.error());
+  return guardian;
+}
+
+Result<void> Guardian::launch() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
     return fail(Error::Code::internal, std::string("pipe: ") + std::strerror(errno));
   Fd read_end(fds[0]), write_end(fds[1]);
-  const std::int64_t kill_after_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(kill_after).count();
-  const Message first_deadline = must_be_dead_by ? deadline_message(*must_be_dead_by) : 0;
-  Guardian guardian;
-  std::tie(guardian.m_page_fd, guardian.m_page) = make_deadline_page(first_deadline);
-  GuardArgs args{read_end.get(), kill_after_ns, first_deadline, {}, 0};
-  for (const std::int64_t* page : outer)
-    if (args.outer_count < static_cast<int>(k_max_outer)) args.outer[args.outer_count++] = page;
+  GuardArgs args{read_end.get(), m_kill_after_ns, m_kill_by, {}, 0};
+  for (const std::int64_t* page : m_outer) args.outer[args.outer_count++] = page;
   pid_t pid = -1;
 #ifdef RLOCK_GUARD_SHARES_MEMORY
   if (shared_memory_guardian()) {
     auto started = clone_guardian(args);
     if (!started) return std::unexpected(started.error());
     pid = started->first;
-    guardian.m_stack = started->second;
+    m_stack = started->second;
   } else
 #endif
   {
     pid = fork();
     if (pid < 0) return fail(Error::Code::internal, std::string("fork: ") + std::strerror(errno));
     if (pid == 0)
-      guard(args.pipe_read, kill_after_ns, first_deadline, args.outer, args.outer_count);
+      guard(args.pipe_read, args.kill_after_ns, args.kill_by, args.outer, args.outer_count);
   }
-  guardian.m_pid = pid;
-  guardian.m_pipe = std::move(write_end);
-  return guardian;
+  m_pid = pid;
+  m_pipe = std::move(write_end);
+  return {};
+}
+
+Result<void> Guardian::replace(pid_t pgid) {
+  forget();
+  if (auto launched = launch(); !launched) return launched;
+  // Told the group at once (the command told the first one itself).
+  if (!write_message(m_pipe.get(), -static_cast<Message>(pgid)))
+    return fail(Error::Code::internal, "cannot tell the new guardian the command's group");
+  return {};
 }
 
 Guardian::Guardian(Guardian&& other) noexcept
@@ -626,7 +657,10 @@ Guardian::Guardian(Guardian&& other) noexcept
       m_pipe(std::move(other.m_pipe)),
       m_stack(std::exchange(other.m_stack, nullptr)),
       m_page_fd(std::move(other.m_page_fd)),
-      m_page(std::exchange(other.m_page, nullptr)) {}
+      m_page(std::exchange(other.m_page, nullptr)),
+      m_kill_after_ns(other.m_kill_after_ns),
+      m_kill_by(other.m_kill_by),
+      m_outer(std::move(other.m_outer)) {}
 
 Guardian& Guardian::operator=(Guardian&& other) noexcept {
   if (this != &other) {
@@ -637,6 +671,9 @@ Guardian& Guardian::operator=(Guardian&& other) noexcept {
     m_stack = std::exchange(other.m_stack, nullptr);
     m_page_fd = std::move(other.m_page_fd);
     m_page = std::exchange(other.m_page, nullptr);
+    m_kill_after_ns = other.m_kill_after_ns;
+    m_kill_by = other.m_kill_by;
+    m_outer = std::move(other.m_outer);
   }
   return *this;
 }
@@ -772,7 +809,8 @@ Child::Child(Child&& other) noexcept
       m_tty(std::move(other.m_tty)),
       m_exec_errno(other.m_exec_errno),
       m_wait_status(other.m_wait_status),
-      m_guardian(std::move(other.m_guardian)) {}
+      m_guardian(std::move(other.m_guardian)),
+      m_guardian_failure(std::move(other.m_guardian_failure)) {}
 
 Child::~Child() {
   if (m_pid > 0 && !m_wait_status) {
@@ -801,9 +839,15 @@ std::optional<int> Child::poll_exit() {
       m_wait_status = status;
       restore_terminal();
     } else if (r == m_guardian.pid()) {
-      // Killed by someone: nothing to dismiss any more, and its pid must
-      // not be waited for again (it may be reused).
+      // Killed by someone (SIGKILL: it blocks every other signal; `pkill
+      // -9 rlock` matches rlock-guard too): its pid must not be waited for
+      // again (it may be reused). While the command's group lives, a new
+      // one takes its place: without one, a command whose rlock died next
+      // would run on unguarded after the lease ran out.
       m_guardian.forget();
+      if (group_exists())
+        if (auto replaced = m_guardian.replace(m_pid); !replaced)
+          m_guardian_failure = replaced.error();
     }
   }
   return m_wait_status;
@@ -884,6 +928,10 @@ void Child::hand_terminal_if_foreground() {
 void Child::guard_until(Deadline must_be_dead_by) {
   if (m_guardian.m_pipe) write_message(m_guardian.m_pipe.get(), deadline_message(must_be_dead_by));
   m_guardian.publish(must_be_dead_by);
+}
+
+std::optional<Error> Child::take_guardian_failure() {
+  return std::exchange(m_guardian_failure, std::nullopt);
 }
 
 void Child::dismiss_guardian() {

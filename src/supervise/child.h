@@ -128,6 +128,12 @@ class Guardian {
   friend class Child;
   /// It was reaped elsewhere: nothing to dismiss any more.
   void forget();
+  /// Starts its process (start, replace): guard() on a new pipe.
+  Result<void> launch();
+  /// After its process was killed and reaped (forget): a new one in its
+  /// place, with the same deadline page, kill-after and point, told the
+  /// command's group `pgid`.
+  Result<void> replace(pid_t pgid);
   /// Unmaps its stack (a guardian in rlock's memory) once it is gone.
   void free_stack();
   /// Writes `must_be_dead_by` on the deadline page.
@@ -139,6 +145,10 @@ class Guardian {
   void* m_stack = nullptr;  // its stack region, when it shares rlock's memory
   Fd m_page_fd;             // the deadline page (see start)
   std::int64_t* m_page = nullptr;
+  // What a new process is started with (launch): see start.
+  std::int64_t m_kill_after_ns = 0;
+  std::int64_t m_kill_by = 0;  // the point last published (ns; 0: none)
+  std::vector<const std::int64_t*> m_outer;
 };
 
 class Child {
@@ -202,6 +212,9 @@ class Child {
   /// (after a confirmed renewal): it SIGKILLs the group then if rlock has
   /// not moved the point on by then.
   void guard_until(Deadline must_be_dead_by);
+  /// Why a guardian that was killed could not be replaced (poll_exit), once:
+  /// the command would then outlive rlock's death unguarded, and is stopped.
+  std::optional<Error> take_guardian_failure();
   /// The command is over: the guardian is told to exit without touching
   /// the group (it does so while rlock goes on). Reaped by
   /// dismiss_guardian() or on destruction.
@@ -223,6 +236,7 @@ class Child {
   int m_exec_errno = 0;
   std::optional<int> m_wait_status;
   Guardian m_guardian;
+  std::optional<Error> m_guardian_failure;  // see take_guardian_failure
 };
 
 }  // namespace rlock::supervise

@@ -60,7 +60,7 @@ void Heartbeat::start_if_due(Deadline now) {
   } catch (const std::system_error& e) {
     Error error{Error::Code::internal,
                 fmt::format("cannot start the heartbeat thread: {}", e.code().message())};
-    publish([&error](Beat& b) { b.failure = error; });
+    publish([&error](Beat& b) { b.unkeepable = error; });
   }
 }
 

@@ -27,6 +27,10 @@ struct Beat {
   std::optional<Error> lost;
   /// The most recent transient failure since the last confirmed renewal.
   std::optional<Error> failure;
+  /// Set when the heartbeat's thread could not start: no renewal will ever
+  /// be sent, so the lock cannot be kept (the command is stopped at once,
+  /// not when the lease runs out).
+  std::optional<Error> unkeepable;
 };
 
 /// Where and what to renew.

@@ -47,6 +47,12 @@ Outcome Supervisor::run() {
     }
     m_beat = std::move(beat);
     m_wait_status = m_child.poll_exit();
+    if (auto unguarded = m_child.take_guardian_failure();
+        unguarded && !m_outcome.loss && !m_wait_status)
+      lose({LossCause::unkeepable,
+            fmt::format("its guardian was killed and could not be replaced ({})",
+                        unguarded->message)},
+           now);
     if (int stop = m_child.take_stop()) on_stop(stop);
     check_lease(now);
     resume_when_safe(now);
@@ -168,6 +174,12 @@ void Supervisor::check_lease(Deadline now) {
   }
   if (m_beat.lost) {
     lose({LossCause::not_owner, m_beat.lost->message}, now);
+  } else if (m_beat.unkeepable) {
+    // Before: the command ran on until the lease's end, then was reported
+    // as a lock lost to an outage.
+    lose({LossCause::unkeepable,
+          fmt::format("{}, so it could not be kept", m_beat.unkeepable->message)},
+         now);
   } else if (now >= terminate_by(m_beat.confirmed, m_timing)) {
     auto since = std::chrono::duration_cast<Millis>(now - m_beat.confirmed);
     std::string why = m_beat.failure  ? m_beat.failure->message

@@ -33,6 +33,7 @@ enum class LossCause {
   not_owner,    // the server says we no longer hold it: nothing left to release
   unreachable,  // no renewal confirmed in time: the lease is running out
   max_hold,     // --max-hold reached: we still hold it, release it
+  unkeepable,   // it cannot be renewed (no heartbeat thread): we still hold it, release it
 };
 
 struct Loss {

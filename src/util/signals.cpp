@@ -12,6 +12,16 @@ namespace rlock {
 
 namespace {
 std::atomic<int> g_write_fd{-1};
+
+/// claim_process_signals' signals, what rlock sets each to, and whether it
+/// was ignored on entry.
+struct Claimed {
+  int sig;
+  void (*own)(int);
+  bool ignored_on_entry;
+};
+Claimed g_claimed[] = {
+    {SIGPIPE, SIG_IGN, false}, {SIGXFSZ, SIG_IGN, false}, {SIGCHLD, SIG_DFL, false}};
 std::atomic<int> g_first_signal{0};
 
 void on_signal(int sig) {
@@ -59,6 +69,20 @@ namespace {
 int g_exit_signal = 0;
 bool g_exit_group = false;
 }  // namespace
+
+void claim_process_signals() {
+  for (auto& claimed : g_claimed) {
+    struct sigaction before {};
+    claimed.ignored_on_entry =
+        sigaction(claimed.sig, nullptr, &before) == 0 && before.sa_handler == SIG_IGN;
+    signal(claimed.sig, claimed.own);
+  }
+}
+
+void restore_entry_signals() {
+  for (const auto& claimed : g_claimed)
+    signal(claimed.sig, claimed.ignored_on_entry ? SIG_IGN : SIG_DFL);
+}
 
 void exit_by_signal(int sig) {
   g_exit_signal = sig;

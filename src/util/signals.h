@@ -48,4 +48,21 @@ void exit_by_signal_of_terminal(int sig);
 /// same 128+N either way.
 void die_as_told();
 
+/// The dispositions rlock sets for itself at the start of main, each taken
+/// from what it was on entry, which the command of `run` gets back
+/// (restore_entry_signals, in the child before exec):
+/// - SIGPIPE and SIGXFSZ ignored: a write to a pipe nobody reads, or past
+///   `ulimit -f`, is an error to report (and a lock to release), not death
+///   with the lock taken;
+/// - SIGCHLD at its default: a caller that ignores it (a daemon's
+///   `signal(SIGCHLD, SIG_IGN)`, inherited across exec) would have the
+///   kernel reap the command, and `run` would never see it end.
+void claim_process_signals();
+
+/// In a child about to exec the command: each signal claim_process_signals
+/// changed goes back to ignored if it was ignored on entry, else to its
+/// default. Async-signal-safe (reads what claim_process_signals wrote
+/// before any thread or child existed).
+void restore_entry_signals();
+
 }  // namespace rlock

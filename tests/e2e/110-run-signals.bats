@@ -240,3 +240,64 @@ EOF
   assert_equal "$(wc -l <"$M/ticks")" 60
   rl 1 status ts
 }
+
+# as_daemon SIG... -- COMMAND...: COMMAND with those signals ignored (SIG_IGN
+# survives exec), as a daemon that ignores them starts its jobs; and
+# SIGALRM after 30 s (an alarm survives exec too): a COMMAND that hangs
+# dies of it rather than hang the test. Replaces the (sub)shell it runs in,
+# so that `as_daemon ... &` leaves COMMAND's pid in $!.
+as_daemon() {
+  exec "$PYTHON" -c '
+import os, signal, sys
+args = sys.argv[1:]
+cut = args.index("--")
+for name in args[:cut]:
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+signal.alarm(30)
+os.execvp(args[cut + 1], args[cut + 1:])' "$@"
+}
+
+# ignored_in MASK SIG: whether /proc's SigIgn hex MASK has signal SIG.
+ignored_in() {
+  (((0x$1 >> ($2 - 1)) & 1))
+}
+
+@test "run: started with SIGCHLD ignored (a daemon's habit), it still sees the command end and releases" {
+  # Before: the kernel reaped the command, rlock never saw it end, renewed
+  # the lock forever and ignored SIGTERM.
+  run as_daemon SIGCHLD -- "$RLOCK" run chld -t 3s -- \
+    awk '/^SigIgn/ {print $2}' /proc/self/status
+  assert_success
+  # The command gets SIGCHLD ignored, as it would from flock.
+  ignored_in "$output" 17 || fail "SIGCHLD not ignored in the command: SigIgn $output"
+  rl 1 status chld
+  # And a signal still ends a run whose command runs on.
+  as_daemon SIGCHLD -- "$RLOCK" run chld2 -t 3s -- sleep 30 >"$M/job.out" 2>"$M/job.err" 3>&- &
+  echo "$!" >"$M/job.pid"
+  local i
+  for ((i = 0; i < 50; i++)); do
+    "$RLOCK" status chld2 >/dev/null 2>&1 && break
+    nap 0.1
+  done
+  kill -TERM "$(<"$M/job.pid")"
+  bg_wait job 143 10
+  rl 1 status chld2
+}
+
+@test "run: SIGPIPE and SIGXFSZ reach the command as the caller had them" {
+  # rlock ignores both for itself; the command gets the caller's.
+  rl 0 run sigs -- awk '/^SigIgn/ {print $2}' /proc/self/status
+  ! ignored_in "$output" 13 || fail "SIGPIPE ignored in the command: SigIgn $output"
+  ! ignored_in "$output" 25 || fail "SIGXFSZ ignored in the command: SigIgn $output"
+  run as_daemon SIGPIPE SIGXFSZ -- "$RLOCK" run sigs -- awk '/^SigIgn/ {print $2}' /proc/self/status
+  assert_success
+  ignored_in "$output" 13 || fail "SIGPIPE not ignored in the command: SigIgn $output"
+  ignored_in "$output" 25 || fail "SIGXFSZ not ignored in the command: SigIgn $output"
+}
+
+@test "run: under ulimit -f 0, rlock is not killed by SIGXFSZ with the lock taken" {
+  run bash -c 'ulimit -f 0; exec "$0" run fsize -t 30s -- echo ran' "$RLOCK"
+  assert_success
+  assert_output ran
+  rl 1 status fsize
+}

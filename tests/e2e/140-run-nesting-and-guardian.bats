@@ -263,6 +263,81 @@ acquire_after_kill() {
   ! kill -0 "$guardian" 2>/dev/null || fail "the guardian was left as a zombie"
 }
 
+@test "run: a guardian killed while the command runs is replaced, and still kills the command when rlock dies" {
+  # `pkill -9 rlock` matches rlock-guard too. Before: rlock went on without
+  # one, and a kill -9 of rlock next left the command running unlocked.
+  "$RLOCK" run replaced -t 3s -- sh -c 'echo $$ >"$1/cmd"; exec sleep 300' sh "$M" \
+    >"$M/job.out" 2>"$M/job.err" 3>&- &
+  local rp=$! first second i
+  echo "$rp" >"$M/job.pid"
+  wait_for_file "$M/cmd"
+  first="$(pgrep -x -P "$rp" rlock-guard)"
+  assert_regex "$first" '^[0-9]+$'
+  kill -KILL "$first"
+  for ((i = 0; i < 50; i++)); do
+    second="$(pgrep -x -P "$rp" rlock-guard || true)"
+    [[ -n "$second" && "$second" != "$first" ]] && break
+    nap 0.1
+  done
+  assert_regex "$second" '^[0-9]+$'
+  [[ "$second" != "$first" ]] || fail "no new guardian"
+  # The command runs on, unharmed, and the lock is held.
+  gone "$(<"$M/cmd")" && fail "the command died with its guardian"
+  rl 0 status replaced
+  # rlock dies: the new guardian ends the command at once (SIGTERM).
+  kill -KILL "$rp"
+  for ((i = 0; i < 50; i++)); do
+    gone "$(<"$M/cmd")" && break
+    nap 0.1
+  done
+  gone "$(<"$M/cmd")" || fail "the command outlived rlock and its guardian"
+}
+
+@test "run: the guardian leaves rlock's starved scheduling (SCHED_IDLE, nice, a pinned CPU) behind" {
+  # Starved beside busy loops, a guardian that inherited rlock's SCHED_IDLE
+  # or nice 19 on the same CPU acted up to seconds late: past the lease,
+  # where another host may hold the lock.
+  chrt -i 0 taskset -c 0 nice -n 10 "$RLOCK" run sched -- sleep 30 \
+    >"$M/job.out" 2>"$M/job.err" 3>&- &
+  local rp=$! guardian i
+  echo "$rp" >"$M/job.pid"
+  for ((i = 0; i < 50; i++)); do
+    guardian="$(pgrep -x -P "$rp" rlock-guard || true)"
+    [[ -n "$guardian" ]] && break
+    nap 0.1
+  done
+  assert_regex "$guardian" '^[0-9]+$'
+  nap 0.2
+  run chrt -p "$guardian"
+  assert_line --partial "scheduling policy: SCHED_OTHER"
+  # As root it takes the highest priority; rlock itself keeps what it was given.
+  # (/proc/PID/stat's 19th field: its nice value.)
+  if ((EUID == 0)); then
+    assert_equal "$(awk '{print $19}' "/proc/$guardian/stat")" -20
+  fi
+  assert_equal "$(awk '{print $19}' "/proc/$rp/stat")" 10
+  run chrt -p "$rp"
+  assert_line --partial "scheduling policy: SCHED_IDLE"
+  assert_equal "$(awk '/^Cpus_allowed_list/ {print $2}' "/proc/$guardian/status")" \
+    "$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
+  kill -TERM "$rp"
+  bg_wait job 143 10
+}
+
+@test "run: a heartbeat that cannot start stops the command at once, releases, and says why (79)" {
+  # A user at its process limit (ulimit -u): rlock, its guardian and the
+  # command fit, the heartbeat's thread does not. Before: the command ran
+  # until the lease was nearly out, then was reported as a lock lost to an
+  # outage. A uid of its own, so that nothing else counts against it.
+  ((EUID == 0)) || skip "needs root, to run as a uid of its own"
+  run timeout 20 setpriv --reuid=54321 --regid=54321 --clear-groups bash -c \
+    'ulimit -u 3; exec env HOME=/nonexistent "$0" run no-thread -t 30s -- sleep 40' "$RLOCK"
+  assert_equal "$status" 79
+  assert_output --partial "cannot start the heartbeat thread"
+  assert_output --partial "so it could not be kept; the command was terminated"
+  rl 1 status no-thread
+}
+
 @test "run: the guardian is a process in rlock's own memory, not a fork's copy" {
   # kcmp(KCMP_VM) answers 0 when two processes share one address space. A
   # fork copied rlock's page tables and then took a copy-on-write fault for

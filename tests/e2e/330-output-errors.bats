@@ -40,6 +40,14 @@ sys.exit(128 - p.returncode if p.returncode < 0 else p.returncode)
   rl 0 acquire full-disk -n
 }
 
+@test "output errors: acquire into a file past ulimit -f fails and leaves the lock free" {
+  # Before: SIGXFSZ killed rlock (153) with the lock taken for its TTL.
+  run bash -c 'ulimit -f 0; exec "$0" acquire fsize -t 60s >"$1"' "$RLOCK" "$M/token"
+  assert_equal "$status" 70
+  assert_output --partial 'cannot write to standard output: File too large'
+  rl 1 status fsize
+}
+
 @test "output errors: acquire --json into a full disk fails and leaves the lock free" {
   rl_redirected 70 '>/dev/full' acquire full-json --json -t 60s
   rl 1 status full-json
