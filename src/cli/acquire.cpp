@@ -1,8 +1,12 @@
+#include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <ctime>
 
 #include "cli/context.h"
 #include "lock/protocol.h"
@@ -12,6 +16,36 @@
 #include "util/signals.h"
 
 namespace rlock::cli {
+
+namespace {
+
+enum class Writable { yes, signalled, too_late };
+
+/// Waits until standard output can take the token without blocking (a
+/// pipe whose reader drains it; a file or a terminal at once), a
+/// terminating signal (blocked in `terminating`, let in only while this
+/// waits, and read through `interrupt`), or `by`, the end of the lease. A
+/// token is small: once a pipe has room, its write cannot block.
+Writable wait_for_stdout(const SignalPipe& interrupt, const sigset_t& terminating, Deadline by) {
+  sigset_t during;
+  pthread_sigmask(SIG_SETMASK, nullptr, &during);
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sigismember(&terminating, sig) == 1) sigdelset(&during, sig);
+  for (;;) {
+    if (interrupt.received()) return Writable::signalled;
+    const auto left = std::chrono::ceil<std::chrono::nanoseconds>(by - Clock::now());
+    if (left <= std::chrono::nanoseconds(0)) return Writable::too_late;
+    const timespec wait{static_cast<time_t>(left.count() / 1'000'000'000),
+                        static_cast<long>(left.count() % 1'000'000'000)};
+    pollfd fds[2] = {{STDOUT_FILENO, POLLOUT, 0}, {interrupt.fd(), POLLIN, 0}};
+    const int n = ppoll(fds, 2, &wait, &during);
+    if (n < 0 && errno == EINTR) continue;
+    // Writable, or an error (closed, a hangup) that the write reports.
+    if (n < 0 || fds[0].revents != 0) return Writable::yes;
+  }
+}
+
+}  // namespace
 
 Action register_acquire(CLI::App& command, Context& context, const Mentioned& mentioned) {
   auto* sub = &command;
@@ -67,6 +101,25 @@ Action register_acquire(CLI::App& command, Context& context, const Mentioned& me
     const Millis lease_left = std::max(
         Millis(0), lock::validity(plan->request.ttl,
                                   std::chrono::ceil<Millis>(Clock::now() - taken->confirmed)));
+    // A standard output that takes nothing (a full pipe nobody drains) is
+    // waited for while the lease lasts, a signal still ending the wait.
+    // Before, rlock blocked in write: TERM and INT waited, and the token
+    // came out once its lease had run out.
+    switch (wait_for_stdout(interrupt, terminating, Clock::now() + lease_left)) {
+      case Writable::yes:
+        break;
+      case Writable::signalled: {
+        (void)client->release(options->name, taken->grant.token);
+        const int sig = interrupt.received();
+        exit_by_signal(sig);
+        return 128 + sig;
+      }
+      case Writable::too_late:
+        (void)client->release(options->name, taken->grant.token);
+        return report(Error{Error::Code::internal,
+                            "cannot write the token: standard output took nothing before the "
+                            "lease ran out (a full pipe nobody reads?); the lock was released"});
+    }
     auto printed = output::print_acquired(options->name, taken->grant, plan->request, lease_left,
                                           context.global.json);
     if (!printed) {

@@ -6,6 +6,15 @@
 
 load helpers
 
+setup() {
+  flush_redis
+  M="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  kill_bg_pids
+}
+
 # rl_redirected EXPECTED REDIRECTION ARGS...: like rl, with stdout redirected
 # by the shell (">/dev/full", ">&-").
 rl_redirected() {
@@ -46,6 +55,66 @@ sys.exit(128 - p.returncode if p.returncode < 0 else p.returncode)
   assert_equal "$status" 70
   assert_output --partial 'cannot write to standard output: File too large'
   rl 1 status fsize
+}
+
+# full_pipe: fd 7 of the caller, the write end of a FIFO (also open for
+# reading, so that nothing blocks opening it) filled to capacity, nobody
+# draining it: a write to it blocks.
+full_pipe() {
+  mkfifo "$M/fifo"
+  exec 7<>"$M/fifo"
+  "$PYTHON" -c '
+import fcntl, os
+fcntl.fcntl(7, fcntl.F_SETFL, fcntl.fcntl(7, fcntl.F_GETFL) | os.O_NONBLOCK)
+try:
+    while True:
+        os.write(7, b"x" * 4096)
+except BlockingIOError:
+    pass
+fcntl.fcntl(7, fcntl.F_SETFL, fcntl.fcntl(7, fcntl.F_GETFL) & ~os.O_NONBLOCK)'
+}
+
+@test "output errors: acquire into a full pipe nobody drains: SIGTERM still ends it, and the lock is released" {
+  # Before: blocked in write, it took no notice of TERM or INT, and gave
+  # the token out once its lease had run out.
+  full_pipe
+  "$RLOCK" acquire full-pipe -t 30s >&7 2>"$M/job.err" 3>&- &
+  echo "$!" >"$M/job.pid"
+  : >"$M/job.out"
+  local i
+  for ((i = 0; i < 50; i++)); do
+    "$RLOCK" status full-pipe >/dev/null 2>&1 && break
+    nap 0.1
+  done
+  nap 0.2
+  kill -TERM "$(<"$M/job.pid")"
+  bg_wait job 143 5
+  rl 1 status full-pipe
+  exec 7>&-
+}
+
+@test "output errors: acquire into a full pipe nobody drains gives up when the lease runs out (70), released" {
+  full_pipe
+  "$RLOCK" acquire full-lease -t 1s >&7 2>"$M/job.err" 3>&- &
+  echo "$!" >"$M/job.pid"
+  : >"$M/job.out"
+  bg_wait job 70 10
+  assert_stderr --partial "cannot write the token: standard output took nothing before the lease ran out"
+  rl 1 status full-lease
+  # And no token ever went in: the pipe holds the filler alone.
+  assert_equal "$(timeout 5 "$PYTHON" -c '
+import os
+data = b""
+os.set_blocking(7, False)
+try:
+    while True:
+        chunk = os.read(7, 65536)
+        if not chunk: break
+        data += chunk
+except BlockingIOError:
+    pass
+print(set(data) == {ord("x")})')" True
+  exec 7>&-
 }
 
 @test "output errors: acquire --json into a full disk fails and leaves the lock free" {
