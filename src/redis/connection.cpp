@@ -4,11 +4,11 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cctype>
 #include <deque>
 #include <iterator>
+#include <span>
 #include <stdexcept>
 
 #include "redis/resp.h"
@@ -51,6 +51,14 @@ struct Connection::Impl {
   std::string outgoing;
   std::deque<Expected> expected;
   std::vector<Reply> got;  // of the oldest request, so far
+  /// What a read lands in before the reader takes it: on the heap, made at
+  /// the first read. On the stack it made a 17 KB frame, which a small
+  /// `ulimit -s` (or a thread's stack) turned into a crash.
+  std::vector<char> read_buffer;
+  std::span<char> buffer() {
+    if (read_buffer.empty()) read_buffer.resize(k_read_size);
+    return read_buffer;
+  }
 
   /// The transport of a command given up on (timed out or interrupted),
   /// kept open for part(): a frozen server runs what it was sent when it
@@ -133,7 +141,7 @@ struct Connection::Impl {
       return std::unexpected(closing_words(sent.error(), replies));
     }
     replies.reserve(count);
-    std::array<char, k_read_size> buffer;
+    const std::span<char> buffer = this->buffer();
     while (replies.size() < count) {
       auto reply = reader.next();
       if (!reply)
@@ -159,7 +167,7 @@ struct Connection::Impl {
   /// reply, a refused ROLE before a restart, is no reason for the close.)
   Error closing_words(Error dropped, std::vector<Reply>& so_far) {
     if (dropped.code != Error::Code::unreachable || !transport) return dropped;
-    std::array<char, k_read_size> buffer;
+    const std::span<char> buffer = this->buffer();
     while (so_far.empty()) {
       auto reply = reader.next();
       if (!reply) break;
@@ -276,7 +284,7 @@ struct Connection::Impl {
       if (*written == 0) break;
       outgoing.erase(0, *written);
     }
-    std::array<char, k_read_size> buffer;
+    const std::span<char> buffer = this->buffer();
     for (;;) {
       auto reply = reader.next();
       if (!reply)

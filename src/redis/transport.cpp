@@ -343,6 +343,11 @@ Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string
     UniqueFd fd = make_socket(family);
     if (fd.get() < 0) {
       error = errno;
+      // Out of descriptors is this process's limit, not the server's
+      // outage (69): no retry mends it.
+      if (error == EMFILE || error == ENFILE)
+        return cannot(Error::Code::internal,
+                      fmt::format("{} (a local limit: ulimit -n)", system_message(error)));
       continue;
     }
     if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) ==
@@ -595,6 +600,9 @@ Result<bool> Transport::open_step() {
     m_fd = make_socket(address.storage.ss_family);
     if (m_fd.get() < 0) {
       o.error = errno;
+      if (o.error == EMFILE || o.error == ENFILE)
+        return failure(Error::Code::internal,
+                       fmt::format("{} (a local limit: ulimit -n)", system_message(o.error)));
       continue;
     }
     if (connect(m_fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) ==

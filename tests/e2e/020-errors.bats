@@ -194,3 +194,17 @@ teardown() {
     RLOCK_URL="$renamed" rl 0 --replicas 0 run -n renamed -- true
   done
 }
+
+@test "errors: out of file descriptors is a local limit (70), never an unreachable server (69)" {
+  local n seen=0
+  for n in 4 5 6 7 8 9 10 11 12; do
+    run bash -c 'ulimit -n "$1"; exec "$2" acquire "fd-limit-$1" -n' sh "$n" "$RLOCK" \
+      3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+    case "$status" in
+      0 | 70) ;;
+      *) fail "ulimit -n $n: exit $status: $output" ;;
+    esac
+    [[ "$output" == *"Too many open files (a local limit: ulimit -n)"* ]] && seen=1
+  done
+  ((seen)) || fail "no run ran out of descriptors while connecting"
+}
