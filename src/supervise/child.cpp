@@ -366,6 +366,11 @@ struct Exec {
   // SIGTTOU is still blocked (inherited), so taking the terminal from a
   // background group does not stop us.
   if (e.take_terminal) tcsetpgrp(e.terminal_fd, getpid());
+  // Should rlock and its guardian die together (they share memory: the
+  // OOM killer ends both), the kernel still tells the command, with the
+  // SIGTERM the guardian would have sent it. Set before the check below,
+  // so that no death can fall between the two.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
   // The parent may have died since fork: then do not start the command at
   // all (the guardian's SIGTERM may come before or after this check).
   if (getppid() != e.parent) _exit(k_orphan_status);

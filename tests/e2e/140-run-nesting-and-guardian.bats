@@ -13,6 +13,8 @@ setup() {
 teardown() {
   kill_bg_pids
   if [[ -s "$M/grandchild" ]]; then kill -KILL "$(<"$M/grandchild")" 2>/dev/null || true; fi
+  # A command (its own process group) that a failed test left running.
+  if [[ -s "$M/cmd" ]]; then kill -KILL -- "-$(<"$M/cmd")" 2>/dev/null || true; fi
 }
 
 # gone PID: true when PID is no running process (absent, a zombie, or dead).
@@ -291,6 +293,27 @@ acquire_after_kill() {
     nap 0.1
   done
   gone "$(<"$M/cmd")" || fail "the command outlived rlock and its guardian"
+}
+
+@test "run: rlock and its guardian killed together (the OOM killer ends both): the command still gets SIGTERM" {
+  # They share memory, and the OOM killer kills every process that uses
+  # the victim's. Before: the command ran on, unlocked, after the lease.
+  "$RLOCK" run both-gone -t 3s -- sh -c \
+    'trap "echo TERM >\"$1/trapped\"; exit 0" TERM; echo $$ >"$1/cmd"; sleep 300 & wait' sh "$M" \
+    >"$M/job.out" 2>"$M/job.err" 3>&- &
+  local rp=$! guardian i
+  echo "$rp" >"$M/job.pid"
+  wait_for_file "$M/cmd"
+  guardian="$(pgrep -x -P "$rp" rlock-guard)"
+  assert_regex "$guardian" '^[0-9]+$'
+  echo "$guardian" >"$M/guardian.pid"
+  # Both by one kill(1), the guardian first, rlock microseconds later: too
+  # soon for rlock to start a new one, mostly (and a new one would end the
+  # command too). (Not a stopped guardian: orphaned by rlock's death, its
+  # process group would get SIGCONT from the kernel.)
+  kill -KILL "$guardian" "$rp"
+  wait_for_file "$M/trapped" 5
+  assert_equal "$(<"$M/trapped")" TERM
 }
 
 @test "run: the guardian leaves rlock's starved scheduling (SCHED_IDLE, nice, a pinned CPU) behind" {
