@@ -33,8 +33,10 @@ Writable wait_for_stdout(const SignalPipe& interrupt, const sigset_t& terminatin
     if (sigismember(&terminating, sig) == 1) sigdelset(&during, sig);
   for (;;) {
     if (interrupt.received()) return Writable::signalled;
-    const auto left = std::chrono::ceil<std::chrono::nanoseconds>(by - Clock::now());
-    if (left <= std::chrono::nanoseconds(0)) return Writable::too_late;
+    // Looked at once more when the lease is over (or was when the grant
+    // came): a writable stdout takes the token as it always did.
+    const auto left = std::max(std::chrono::ceil<std::chrono::nanoseconds>(by - Clock::now()),
+                               std::chrono::nanoseconds(0));
     const timespec wait{static_cast<time_t>(left.count() / 1'000'000'000),
                         static_cast<long>(left.count() % 1'000'000'000)};
     pollfd fds[2] = {{STDOUT_FILENO, POLLOUT, 0}, {interrupt.fd(), POLLIN, 0}};
@@ -42,6 +44,7 @@ Writable wait_for_stdout(const SignalPipe& interrupt, const sigset_t& terminatin
     if (n < 0 && errno == EINTR) continue;
     // Writable, or an error (closed, a hangup) that the write reports.
     if (n < 0 || fds[0].revents != 0) return Writable::yes;
+    if (n == 0 && left.count() == 0) return Writable::too_late;
   }
 }
 
