@@ -69,6 +69,8 @@ Action register_acquire(CLI::App& command, Context& context, const Mentioned& me
     // script) stays ignored, as for run.
     const sigset_t ignored = supervise::ignored_on_entry();
     SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP};
+    // Without it a signal would go unnoticed until the wait ended.
+    if (interrupt.error()) return report(signal_pipe_failure(interrupt.error()));
     supervise::keep_ignored(ignored);
     auto taken = context.take(*client, *plan, interrupt.fd());
     context.finish_progress();

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "backend/quorum.h"
 #include "backend/target.h"
@@ -284,6 +286,12 @@ void Context::report_busy(lock::LockClient& client, const std::string& name,
     if (holder.recorded) line += " for " + format_duration(holder.age);
   }
   stderr_line(line);
+}
+
+Error signal_pipe_failure(int err) {
+  return Error{Error::Code::internal,
+               fmt::format("pipe: {}{}", std::strerror(err),
+                           err == EMFILE || err == ENFILE ? " (a local limit: ulimit -n)" : "")};
 }
 
 void add_name_option(CLI::App& app, std::string& name) {

@@ -143,6 +143,10 @@ class Mentioned {
 /// Adds -t -n -w -E -s -l --owner to a subcommand: those `mentioned`.
 void add_lock_options(CLI::App& app, LockOptions& options, const Mentioned& mentioned);
 
+/// The error of a SignalPipe that could not be made (SignalPipe::error):
+/// a local limit (70), said so when it is the descriptors.
+Error signal_pipe_failure(int err);
+
 /// The lock name positional with its validation.
 void add_name_option(CLI::App& app, std::string& name);
 

@@ -202,6 +202,7 @@ std::expected<Hold, Early> take_lock(Context& context, lock::LockClient& client,
                                      sigset_t& original_mask) {
   const auto& name = plan.request.name;
   SignalPipe interrupt{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  if (interrupt.error()) return std::unexpected(report(signal_pipe_failure(interrupt.error())));
   supervise::keep_ignored(ignored);
   std::optional<Hold> hold;
   std::optional<Error> failure;

@@ -41,7 +41,10 @@ void on_signal(int sig) {
 }  // namespace
 
 SignalPipe::SignalPipe(std::initializer_list<int> signals) {
-  if (pipe2(m_fds, O_CLOEXEC | O_NONBLOCK) != 0) m_fds[0] = m_fds[1] = -1;
+  if (pipe2(m_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    m_error = errno;
+    m_fds[0] = m_fds[1] = -1;
+  }
   g_first_signal = 0;
   g_write_fd = m_fds[1];
   for (int sig : signals) {

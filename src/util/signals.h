@@ -19,9 +19,13 @@ class SignalPipe {
   int fd() const { return m_fds[0]; }
   /// The first signal received, or 0.
   int received() const;
+  /// Why the pipe could not be made (errno: out of descriptors), or 0. A
+  /// signal would then go unnoticed until the wait ends: the caller fails.
+  int error() const { return m_error; }
 
  private:
   int m_fds[2] = {-1, -1};
+  int m_error = 0;
   std::vector<std::pair<int, struct sigaction>> m_saved;
 };
 

@@ -236,3 +236,17 @@ FOREIGN_TOKEN=0123456789abcdef0123456789abcdef
   rcli SCRIPT FLUSH
   rl 0 acquire flushed -n
 }
+
+@test "renew: a lease that ran out is not brought back, even while another holder keeps the lock's keys alive" {
+  # A semaphore's other holder keeps the keys: the lapsed lease's record is
+  # still there, and must not count.
+  rl 0 acquire lapsed --limit 2 -t 30s
+  local keeper="$output"
+  rl 0 acquire lapsed --limit 2 -t 1s
+  local lapsed="$output"
+  sleep 1.5
+  rl 1 renew lapsed --token "$lapsed" -t 5s
+  rl 0 status lapsed --json
+  assert_equal "$(json 'len(d["holders"])')" 1
+  rl 0 release lapsed --token "$keeper"
+}

@@ -208,3 +208,13 @@ teardown() {
   done
   ((seen)) || fail "no run ran out of descriptors while connecting"
 }
+
+@test "errors: a wait that could not watch for signals (no descriptor for its pipe) fails at once (70), not deaf to SIGTERM" {
+  rl 0 acquire deaf -t 30s
+  local holder="$output"
+  run timeout 10 bash -c 'ulimit -n 4; exec "$0" acquire deaf -t 5s -w 20s' "$RLOCK" \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+  assert_equal "$status" 70
+  assert_output --partial "pipe: Too many open files (a local limit: ulimit -n)"
+  rl 0 release deaf --token "$holder"
+}

@@ -158,3 +158,39 @@ EOF2
   assert_equal "$found" ""
   stop_redis
 }
+
+@test "privacy: rlock -v run and -v acquire never print the token on stderr" {
+  # The token releases the lock: only the command's RLOCK_TOKEN (run) and
+  # stdout (acquire) carry it.
+  rl 0 -v run verbose-token -- sh -c 'echo "$RLOCK_TOKEN" >"$1/token"' sh "$M"
+  local token
+  token="$(<"$M/token")"
+  assert_regex "$token" '^[0-9a-f]{32}$'
+  refute_stderr --partial "$token"
+  refute_output --partial "$token"
+  rl 0 -v acquire verbose-token
+  token="$output"
+  refute_stderr --partial "$token"
+  rl 0 release verbose-token --token "$token"
+}
+
+@test "privacy: the token comes from getrandom (the OS CSPRNG), byte for byte" {
+  # getrandom interposed by a preload that fills with 0xab: a token made
+  # from anything else (the time, the pid, a counter) would not read abab....
+  command -v cc >/dev/null || skip "no C compiler"
+  if readelf -d "$RLOCK" | grep -q 'libasan\|libtsan'; then skip "sanitizer build"; fi
+  cat >"$M/fixed.c" <<'C'
+#include <string.h>
+#include <sys/types.h>
+ssize_t getrandom(void *buf, size_t len, unsigned flags) {
+  (void)flags;
+  memset(buf, 0xab, len);
+  return (ssize_t)len;
+}
+C
+  cc -shared -fPIC -o "$M/fixed.so" "$M/fixed.c"
+  run env LD_PRELOAD="$M/fixed.so" "$RLOCK" acquire from-getrandom
+  assert_success
+  assert_output abababababababababababababababab
+  rl 0 release from-getrandom --token abababababababababababababababab
+}

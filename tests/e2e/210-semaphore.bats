@@ -6,6 +6,7 @@ load helpers
 
 teardown() {
   stop_sessions
+  kill_bg_pids
 }
 
 # --- helpers of this file ----------------------------------------------------
@@ -113,4 +114,23 @@ max_inside() {
   assert_output 2
   run lock_keys
   assert_output 'rlock:{semrun}:f'
+}
+
+@test "semaphore: two places freed at once (release --force) go to two waiters, never three" {
+  rl 0 acquire two-free --limit 2 -t 60s
+  rl 0 acquire two-free --limit 2 -t 60s
+  rl_bg w1 acquire two-free --limit 2 -t 60s
+  wait_waiters two-free 1
+  rl_bg w2 acquire two-free --limit 2 -t 60s
+  wait_waiters two-free 2
+  bg_rlock w3 acquire two-free --limit 2 -t 60s
+  wait_waiters two-free 3
+  rl 0 release two-free --force
+  # The first two waiters hold; the third still waits.
+  rl_wait w1 0
+  rl_wait w2 0
+  rl 0 status two-free --json
+  assert_equal "$(json 'len(d["holders"])')" 2
+  assert_equal "$(json 'len(d["waiters"])')" 1
+  rl 75 acquire two-free --limit 2 -n
 }

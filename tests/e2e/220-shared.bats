@@ -6,6 +6,7 @@ load helpers
 
 teardown() {
   stop_sessions
+  kill_bg_pids
 }
 
 # --- tests -------------------------------------------------------------------
@@ -136,4 +137,30 @@ teardown() {
   assert_equal "$(printf '%s' "${lines[@]:0:3}" | tr -cd '+R')" '+R+R+R'
   assert_regex "${lines[6]}" '^\+ [0-9]+ W$'
   assert_regex "${lines[7]}" '^- [0-9]+ W$'
+}
+
+@test "shared: an exclusive waiter giving up does not let the shared waiter behind it in beside an exclusive holder" {
+  rl 0 acquire gave-up -t 60s
+  rl_bg writer acquire gave-up -t 60s -w 2s
+  wait_waiters gave-up 1
+  bg_rlock reader acquire gave-up --shared -t 60s -w 10s
+  wait_waiters gave-up 2
+  rl_wait writer 75
+  # The writer left the queue; the exclusive holder still holds, alone.
+  rl 0 status gave-up --json
+  assert_equal "$(json 'len(d["holders"])')" 1
+  assert_equal "$(json 'd["holders"][0]["mode"]')" exclusive
+  assert_equal "$(json 'len(d["waiters"])')" 1
+}
+
+@test "shared: an exclusive waiter killed with -9 does not keep shared newcomers out once its place lapsed" {
+  rl 0 acquire dead-writer -t 60s
+  local holder="$output"
+  bg_rlock writer acquire dead-writer -t 60s
+  wait_waiters dead-writer 1
+  kill -KILL "$(<"$BATS_TEST_TMPDIR/writer.pid")"
+  # Past its 3 s waiter lease: it is purged, and nobody waits any more.
+  sleep 3.3
+  rl 0 release dead-writer --token "$holder"
+  rl 0 acquire dead-writer --shared -t 10s -n
 }

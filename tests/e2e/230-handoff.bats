@@ -328,3 +328,20 @@ handoff_once() {
   rl 0 release leave --token "$output"
   rl 0 release leave --token "$reader"
 }
+
+@test "handoff: a waiter handed the lock holds it for its own TTL, not only the handover's grant" {
+  # The handover grants the head waiter a few seconds to confirm; its
+  # confirmation must stretch the lock's keys to its own TTL. Left at the
+  # grant, a third acquirer got in after 3 s (the soak's short TTLs renew
+  # before that, so only this catches it).
+  rl 0 acquire whole-ttl -t 60s
+  local first="$output"
+  rl_bg waiter acquire whole-ttl -t 60s
+  wait_waiters whole-ttl 1
+  rl 0 release whole-ttl --token "$first"
+  rl_wait waiter 0
+  local second="$output"
+  sleep 4
+  rl 75 acquire whole-ttl -n
+  rl 0 release whole-ttl --token "$second"
+}
