@@ -167,21 +167,28 @@ release_client_slot() {
 @test "retry: run's heartbeat rides out a restart within the lease (renewals refused, then answered): exit 0" {
   # A renewal that fails outright (connection refused) is tried again while
   # the lease lasts, not given up after the first: the command runs on.
-  bg_rlock job run blip -t 6s -- sleep 5
+  bg_rlock job run blip -t 9s -- sleep 7
   local i
   for ((i = 0; i < 50; i++)); do
     "$RLOCK" status blip >/dev/null 2>&1 && break
     nap 0.1
   done
+  local held="$EPOCHREALTIME"
   # The lock is kept in dump.rdb across the restart; the server is down
-  # across the first renewal (2 s in) and back before the command must go.
+  # across the first renewal (3 s in) and back, 3.6 s in, well before the
+  # command would have to go (about 6.5 s in).
   rcli SAVE >/dev/null
-  kill -TERM "$REDIS_PID"
+  # The server's own pid: a test before may have restarted it (and one that
+  # is slow to shut down is waited for: the time counts from `held`).
+  local pid
+  pid="$(rcli INFO server | tr -d '\r' | sed -n 's/^process_id://p')"
+  [[ -n "$pid" ]] || fail "no process_id from the server"
+  kill -TERM "$pid"
   for ((i = 0; i < 100; i++)); do
-    kill -0 "$REDIS_PID" 2>/dev/null || break
+    kill -0 "$pid" 2>/dev/null || break
     nap 0.05
   done
-  sleep 2.3
+  nap "$("$PYTHON" -c 'import sys, time; print(max(0.0, float(sys.argv[1]) + 3.6 - time.time()))' "$held")"
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" --save '' \
     --appendonly no --logfile "$REDIS_DIR/redis.log" </dev/null >/dev/null 2>&1 3>&- &
   export REDIS_PID=$!

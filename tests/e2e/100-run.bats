@@ -393,9 +393,15 @@ wait_held() {
 # says (before: "was no longer held when the command ended", as if the lock
 # had been lost while the command ran).
 @test "run: a lease that ran out while rlock itself was stopped is not called lost while the command ran" {
-  bg_rlock st run -t 2s st -- sh -c 'sleep 0.5'
+  # The command ends once rlock is stopped (a gate file), long before the
+  # guardian would have to kill it; the lease runs out meanwhile. (It
+  # ended after 0.5 s before: a loaded machine could get there before the
+  # stop, and then nothing had run out.)
+  bg_rlock st run -t 2s st -- sh -c \
+    'while [ ! -e "$1/go" ]; do sleep 0.02; done' sh "$BATS_TEST_TMPDIR"
   wait_held st
   kill -STOP "$(<"$BATS_TEST_TMPDIR/st.pid")"
+  touch "$BATS_TEST_TMPDIR/go"
   nap 3
   kill -CONT "$(<"$BATS_TEST_TMPDIR/st.pid")"
   bg_wait st 0
