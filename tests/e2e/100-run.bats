@@ -367,18 +367,8 @@ wait_held() {
 # release. That is its own release, not a lost lock (before: "warning: lock
 # 'rr' was no longer held when the command ended" and "released":false).
 @test "run: a release whose reply is lost is still reported as released" {
-  local port
-  port="$(free_port)"
-  "$PYTHON" "$BATS_TEST_DIRNAME/dropreply.py" "$port" "$REDIS_PORT" '$7\r\nrelease\r\n' 1 \
-    >"$BATS_TEST_TMPDIR/proxy.log" 2>&1 3>&- &
-  echo "$!" >"$BATS_TEST_TMPDIR/proxy.pid"
-  wait_for_file "$BATS_TEST_TMPDIR/proxy.log"
-  local i
-  for ((i = 0; i < 100; i++)); do
-    grep -q listening "$BATS_TEST_TMPDIR/proxy.log" && break
-    nap 0.05
-  done
-  RLOCK_URL="redis://127.0.0.1:$port/0" rl 0 run --json rr -- true
+  start_reply_proxy drop '$7\r\nrelease\r\n' 1
+  RLOCK_URL="$PROXY_URL" rl 0 run --json rr -- true
   # The proxy did drop a reply: otherwise this test would test nothing.
   grep -q dropped "$BATS_TEST_TMPDIR/proxy.log"
   refute_stderr --partial 'no longer held'

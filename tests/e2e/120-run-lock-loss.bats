@@ -126,21 +126,12 @@ timed_command() {
   # The first renewal's reply comes 1.5 s late, then the link goes dead.
   # Counted from the reply, the command (which ignores SIGTERM) outlived
   # the lease by about that long, beside the next holder.
-  local port
-  port="$(free_port)"
-  "$PYTHON" "$BATS_TEST_DIRNAME/delayreply.py" "$port" "$REDIS_PORT" '$5\r\nrenew\r\n' 1.5 \
-    >"$M/proxy.log" 2>&1 3>&- &
-  echo "$!" >"$M/proxy.pid"
-  local i
-  for ((i = 0; i < 100; i++)); do
-    grep -q listening "$M/proxy.log" 2>/dev/null && break
-    nap 0.05
-  done
-  RLOCK_URL="redis://127.0.0.1:$port/0" bg_rlock job run late -t 6s --kill-after 1s -- bash -c \
+  start_reply_proxy late '$5\r\nrenew\r\n' 1.5
+  RLOCK_URL="$PROXY_URL" bg_rlock job run late -t 6s --kill-after 1s -- bash -c \
     "trap '' TERM; while :; do date +%s%N >\"$M/alive.t\"; mv \"$M/alive.t\" \"$M/alive\"; sleep 0.01; done"
   wait_for_file "$M/alive"
   # A second client, straight to Redis, takes the lock as soon as it is free.
-  local got=""
+  local got="" i
   for ((i = 0; i < 750; i++)); do
     if "$RLOCK" acquire late -n -t 10s >/dev/null 2>&1; then
       got="$(date +%s%N)"

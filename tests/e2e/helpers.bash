@@ -490,6 +490,23 @@ start_redis() {
   return 1
 }
 
+# start_reply_proxy MODE PATTERN N: tests/e2e/replyproxy.py in front of this
+# file's server (see there: drop N replies, or one N seconds late), its
+# URL in PROXY_URL once it listens; its output in $BATS_TEST_TMPDIR/proxy.log,
+# its pid in proxy.pid there (kill_bg_pids stops it).
+start_reply_proxy() {
+  local port i
+  port="$(free_port)"
+  "$PYTHON" "$BATS_TEST_DIRNAME/replyproxy.py" "$1" "$port" "$REDIS_PORT" "$2" "$3" \
+    >"$BATS_TEST_TMPDIR/proxy.log" 2>&1 3>&- &
+  echo "$!" >"$BATS_TEST_TMPDIR/proxy.pid"
+  for ((i = 0; i < 100; i++)); do
+    grep -q listening "$BATS_TEST_TMPDIR/proxy.log" 2>/dev/null && break
+    nap 0.05
+  done
+  export PROXY_URL="redis://127.0.0.1:$port/0"
+}
+
 # start_hung_server: a redis-server stopped with SIGSTOP, on HUNG_PORT: the
 # kernel still accepts connections to it, and nothing ever answers (a hung
 # or frozen node). Its pid is in $BATS_TEST_TMPDIR/hung.pid, so that
