@@ -244,6 +244,38 @@ wait_queued() {
   assert_equal "$(rcli PTTL '{cart7}:m')" -1
 }
 
+@test "hostile data: a lock kept by an rlock of another layout is refused by every operation, with nothing changed" {
+  # A later rlock that keeps a lock differently marks its meta key with its
+  # layout and no limit (ARCHITECTURE, "m anchors the layout"). Here a
+  # layout-1 lock with a waiter is dressed up as one.
+  rl 0 acquire other-layout -t 60s
+  local token="$output" before
+  bg_rlock waiter acquire other-layout -w 20s
+  wait_queued other-layout
+  rcli HSET 'rlock:{other-layout}:m' layout 7 >/dev/null
+  rcli HDEL 'rlock:{other-layout}:m' limit >/dev/null
+  before="$(key_snapshot)"
+  rl 76 acquire other-layout -n
+  assert_stderr --partial 'is in use by an rlock of another lock layout (7; this rlock reads layout 1): nothing was changed'
+  rl 76 acquire other-layout -w 1s
+  rl 76 run other-layout -n -- echo ran
+  refute_output --partial ran
+  rl 76 release other-layout --token "$token"
+  rl 76 release other-layout --force
+  rl 76 status other-layout
+  assert_stderr --partial 'another lock layout (7'
+  assert_equal "$(key_snapshot)" "$before"
+  # The listing shows it as broken beside the others.
+  rl 0 acquire plain-one -t 60s
+  rl 0 status --json
+  assert_equal "$(json '[l["name"] for l in d["locks"]]')" '["plain-one"]'
+  assert_equal "$(json '[b["name"] for b in d["broken"]]')" '["other-layout"]'
+  assert_output --partial 'another lock layout (7'
+  # The meta key's layout 1 (or none) is this rlock's own.
+  rcli HSET 'rlock:{other-layout}:m' layout 1 limit 1 >/dev/null
+  rl 0 release other-layout --token "$token"
+}
+
 @test "hostile data: a foreign key at a waiter's wake list gets it no grant, and the release is whole" {
   rl 0 acquire forged-wake -t 60s
   local token="$output" member

@@ -322,6 +322,23 @@ local function foreign_key(skip)
 end
 local meta_type = redis.call('TYPE', M).ok
 meta_exists = meta_type == 'hash'
+-- The layout of a lock's keys and values is this script's, layout 1. Every
+-- rlock ever released keeps M's name and reads its `layout` field here: a
+-- later rlock whose layout this one could misread writes M with `layout`
+-- set to its number and no `limit` (so that status' plain reads, which
+-- start from the limit, fall back to this script). An rlock of another
+-- layout is then refused, named, while both are in use (M lives as long as
+-- anyone holds or waits), instead of two of them each counting themselves
+-- the holder. An M without the field is layout 1.
+if meta_exists and op ~= 'renew' then
+  local layout = redis.call('HGET', M, 'layout')
+  if layout and layout ~= '1' then
+    return redis.error_reply('ERR rlock: lock ' .. M .. ' is in use by an rlock of another ' ..
+      'lock layout (' .. string.sub(layout, 1, 16) .. '; this rlock reads layout 1): ' ..
+      'nothing was changed; every client of a lock must be an rlock of the same layout ' ..
+      '(see COMPATIBILITY in rlock(1))')
+  end
+end
 local fresh = false
 if not meta_exists then
   fresh = meta_type == 'none' and redis.call('EXISTS', H, S, Q, X, L, I, A) == 0
