@@ -135,11 +135,13 @@ class Backend {
     (void)call;
   }
 
-  /// For status, after its reads: a warning when the server they went to is
-  /// a replica cut off from its master (cut_off_replica), whose copy may
-  /// show a held lock as free. nullopt otherwise, and by default: a Cluster
-  /// listing reads masters, and a quorum shows a replica member as such.
-  virtual std::optional<std::string> stale_replica_warning() { return std::nullopt; }
+  /// For status, after its reads: what an operator should know of the
+  /// server they went to. A replica cut off from its master
+  /// (cut_off_replica), whose copy may show a held lock as free; a server
+  /// that may evict a lock's keys (evicting_server). None by default: a
+  /// Cluster listing reads several masters, and a quorum shows a replica
+  /// member as such.
+  virtual std::vector<std::string> server_warnings() { return {}; }
 
   /// A readable fd that cuts connecting, commands and retry pauses short
   /// with Error::Code::interrupted (-1: none).

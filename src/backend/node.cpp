@@ -23,7 +23,6 @@ namespace rlock::backend {
 
 namespace {
 
-/// How many replicas ROLE says are connected to this master.
 /// What a ROLE reply says the server is ("master", "slave", "sentinel"), or
 /// "" for anything else (an error reply, a malformed one).
 std::string_view role_name(const redis::Reply& role) {
@@ -31,6 +30,7 @@ std::string_view role_name(const redis::Reply& role) {
   return role.elements[0].str;
 }
 
+/// How many replicas ROLE says are connected to this master.
 int connected_replicas(const redis::Reply& role) {
   if (role_name(role) != "master" || role.elements.size() < 3 ||
       role.elements[2].type != redis::Reply::Type::array)
@@ -103,6 +103,35 @@ std::optional<std::string> cut_off_replica(redis::Connection& conn, Deadline dea
       "{} is a replica whose link to its master {}:{} is down ({}): what it shows may be out of "
       "date (a lock held on the master shown as free, or a holder that is gone); ask the master",
       conn.describe(), e[1].str, port, state.empty() ? "no state" : state);
+}
+
+/// The value of `field` in an INFO reply ("field:value" lines), or "".
+std::string_view info_field(std::string_view info, std::string_view field) {
+  for (std::size_t at = 0; at < info.size();) {
+    std::size_t end = info.find('\n', at);
+    if (end == std::string_view::npos) end = info.size();
+    std::string_view line = info.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.size() > field.size() && line.starts_with(field) && line[field.size()] == ':')
+      return line.substr(field.size() + 1);
+    at = end + 1;
+  }
+  return {};
+}
+
+std::optional<std::string> evicting_server(redis::Connection& conn, Deadline deadline) {
+  const std::vector<std::string> args{"INFO", "memory"};
+  auto info = conn.command(args, deadline);
+  if (!info || info->type != redis::Reply::Type::string) return std::nullopt;
+  const std::string_view maxmemory = info_field(info->str, "maxmemory");
+  const std::string_view policy = info_field(info->str, "maxmemory_policy");
+  if (maxmemory.empty() || maxmemory == "0" || policy.empty() || policy == "noeviction")
+    return std::nullopt;
+  return fmt::format(
+      "{} may evict the keys of its locks (maxmemory {} bytes, maxmemory-policy {}): an evicted "
+      "lock lets a second holder in while the first still runs; use maxmemory-policy noeviction "
+      "(see REDIS REQUIREMENTS in rlock(1))",
+      conn.describe(), maxmemory, policy);
 }
 
 bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {

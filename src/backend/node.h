@@ -135,6 +135,16 @@ std::string acl_user_of(const redis::ConnectOptions& options);
 /// nullopt otherwise, and when ROLE is refused or unanswered.
 std::optional<std::string> cut_off_replica(redis::Connection& conn, Deadline deadline);
 
+/// Asks `conn`'s server INFO memory: when it has a maxmemory and a policy
+/// other than noeviction (every key of a lock but its fence counter has an
+/// expiry, so volatile-* policies evict held locks too), a warning that
+/// names both; nullopt otherwise, and when INFO is refused or unanswered.
+std::optional<std::string> evicting_server(redis::Connection& conn, Deadline deadline);
+
+/// The value of `field` in an INFO reply (lines "field:value", CRLF or LF),
+/// or "" when it has none.
+std::string_view info_field(std::string_view info, std::string_view field);
+
 /// Runs `call` once on `conn` (the master of the lock), then WAITs for the
 /// replicas `replicas` asks for if the call wrote a lease. `replicas_seen`:
 /// the most replicas this master has been seen with (ROLE), raised here;

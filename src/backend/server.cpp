@@ -45,9 +45,14 @@ class ServerBackend final : public Backend {
     if (m_dropped) (void)m_dropped->part(request, k_part_budget);
   }
 
-  std::optional<std::string> stale_replica_warning() override {
-    if (m_cluster || !m_connection) return std::nullopt;
-    return cut_off_replica(*m_connection, Clock::now() + command_timeout());
+  std::vector<std::string> server_warnings() override {
+    std::vector<std::string> warnings;
+    if (m_cluster || !m_connection) return warnings;
+    if (auto stale = cut_off_replica(*m_connection, Clock::now() + command_timeout()))
+      warnings.push_back(std::move(*stale));
+    if (auto evicting = evicting_server(*m_connection, Clock::now() + command_timeout()))
+      warnings.push_back(std::move(*evicting));
+    return warnings;
   }
 
   void set_interrupt_fd(int fd) override {

@@ -28,8 +28,8 @@ Action register_status(CLI::App& command, Context& context, const Mentioned& /*m
     // A replica cut off from its master may show a held lock as free: said
     // once, after what it showed.
     const auto warn_if_stale = [&context, &client] {
-      if (auto stale = client->backend().stale_replica_warning())
-        context.warn("warning: " + *stale);
+      for (const auto& warning : client->backend().server_warnings())
+        context.warn("warning: " + warning);
     };
     if (names->empty()) {
       // A Cluster shard out of reach: the operator still sees what the

@@ -9,6 +9,7 @@ teardown() {
   kill -CONT "$REDIS_PID" 2>/dev/null || true
   rcli CLIENT UNPAUSE >/dev/null 2>&1 || true
   rcli ACL DELUSER reader >/dev/null 2>&1 || true
+  rcli CONFIG SET maxmemory 0 maxmemory-policy noeviction >/dev/null 2>&1 || true
 }
 
 # make_locks PREFIX COUNT: COUNT held locks under PREFIX, named bulk-00001...,
@@ -300,4 +301,27 @@ print(len(locks), names[0], names[1], names[2], "|", h["owner"], h["host"], h["c
   assert_output --partial 'ro-odd'
   rcli DEL 'rlock:{ro-odd}:m' >/dev/null
   rl 0 release ro-refused --token "$token"
+}
+
+@test "status: a server that may evict the lock's keys is warned of after what it shows; noeviction, no maxmemory and -q say nothing" {
+  rl 0 acquire evictable -t 60s
+  rl 0 status
+  refute_stderr --partial 'may evict'
+  rcli CONFIG SET maxmemory 100mb >/dev/null
+  rl 0 status evictable
+  refute_stderr --partial 'may evict'
+  rcli CONFIG SET maxmemory-policy volatile-lru >/dev/null
+  rl 0 status evictable
+  assert_stderr --partial "may evict the keys of its locks (maxmemory 104857600 bytes, maxmemory-policy volatile-lru)"
+  assert_output --partial evictable
+  rl 0 status --json
+  assert_stderr --partial 'maxmemory-policy volatile-lru'
+  json 'd["locks"][0]["name"]' >/dev/null
+  rcli CONFIG SET maxmemory-policy allkeys-random >/dev/null
+  rl 1 status not-held
+  assert_stderr --partial 'maxmemory-policy allkeys-random'
+  rl 0 -q status evictable
+  refute_stderr --partial 'may evict'
+  rcli CONFIG SET maxmemory-policy noeviction >/dev/null
+  rcli CONFIG SET maxmemory 0 >/dev/null
 }
