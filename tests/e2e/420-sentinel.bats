@@ -61,6 +61,12 @@ holder_expiry() {
   done
   rl 0 status ha
   assert_output --partial ha
+  refute_stderr --partial 'may evict'
+  # A master that may evict the lock's keys is named after the output.
+  node_cli "$(master_port)" CONFIG SET maxmemory 100mb maxmemory-policy allkeys-lru >/dev/null
+  rl 0 status ha
+  node_cli "$(master_port)" CONFIG SET maxmemory 0 maxmemory-policy noeviction >/dev/null
+  assert_stderr --partial "127.0.0.1:$(master_port)/0 may evict the keys of its locks"
   rl 0 release ha --token "$token"
   rl 1 status ha
 }
