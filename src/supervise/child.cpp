@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -75,7 +76,7 @@ constexpr std::int64_t k_guard_poll_ns = 20'000'000;
 //   -PGID  the command's process group (written by the command itself,
 //          before it execs, so it arrives even when rlock dies right after
 //          fork)
-//   T > 0  the command must be dead by CLOCK_MONOTONIC T nanoseconds
+//   T > 0  the command must be dead by CLOCK_BOOTTIME T nanoseconds (Clock)
 //   0      dismissed: the command is over; exit without touching the group
 //          (it comes before the end-of-file of rlock's close, so the
 //          guardian never reads that as rlock's death)
@@ -84,8 +85,9 @@ constexpr std::int64_t k_guard_poll_ns = 20'000'000;
 using Message = std::int64_t;
 constexpr Message k_dismissed = 0;
 
-/// steady_clock is CLOCK_MONOTONIC in libstdc++: its time points are
-/// meaningful in the guardian, another process on the same machine.
+/// Clock is CLOCK_BOOTTIME (util/duration.h): its time points are
+/// meaningful in the guardian, another process on the same machine (and in
+/// the same time namespace: a clone cannot leave it).
 Message deadline_message(Deadline d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d.time_since_epoch()).count();
 }
@@ -124,8 +126,7 @@ std::int64_t earliest_point(std::int64_t own, const std::int64_t* const* outer, 
 // own, and with the thread-local storage of the thread that started it:
 // libc's wrappers would write that thread's errno when a call fails. So the
 // guardian makes its system calls itself; a failure is a negative return
-// value (-errno) and nothing else. clock_gettime (the vDSO, which cannot fail
-// for CLOCK_MONOTONIC) is the one libc call left.
+// value (-errno) and nothing else, even to read the clock.
 #if defined(__x86_64__)
 long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0) {
   long ret = 0;
@@ -160,15 +161,23 @@ long arg(const void* p) {
   return reinterpret_cast<long>(p);
 }
 
-std::int64_t monotonic_ns() {
+// The guardian's clock is rlock's (Clock: CLOCK_BOOTTIME), so that the time
+// a machine spends suspended counts towards a deadline as it does on the
+// server; its sleeps are on that clock too (a sleep on CLOCK_MONOTONIC, as
+// poll's timeout is, would resume where it stopped).
+std::int64_t clock_ns() {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  sys(SYS_clock_gettime, CLOCK_BOOTTIME, arg(&ts));
   return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+timespec timespec_of(std::int64_t ns) {
+  return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
 void sleep_ns(std::int64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  while (sys(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, arg(&ts), arg(&ts)) == -EINTR) {
+  timespec ts = timespec_of(ns);
+  while (sys(SYS_clock_nanosleep, CLOCK_BOOTTIME, 0, arg(&ts), arg(&ts)) == -EINTR) {
   }
 }
 
@@ -191,7 +200,7 @@ bool group_alive(pid_t pgid) {
   signal_group(pgid, k_wrapper_death_signal);
   // A stopped command (Ctrl-Z) acts on the signal only once continued.
   signal_group(pgid, SIGCONT);
-  for (std::int64_t now = monotonic_ns(); now < kill_at; now = monotonic_ns()) {
+  for (std::int64_t now = clock_ns(); now < kill_at; now = clock_ns()) {
     if (!group_alive(pgid)) exit_guardian();
     sleep_ns(std::min(k_guard_poll_ns, kill_at - now));
   }
@@ -265,6 +274,9 @@ int close_all_but(int keep) {
   const std::uint64_t all = ~std::uint64_t{0};
   sys(SYS_rt_sigprocmask, SIG_SETMASK, arg(&all), 0, sizeof all);
   pipe_read = close_all_but(pipe_read);
+  // It waits for the point on a timer of its clock, which fires at once on
+  // a resume past it. Without one (out of descriptors), ppoll's timeout.
+  const long timer = sys(SYS_timerfd_create, CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
 
   pid_t pgid = 0;
   unsigned char buffer[64 * sizeof(Message)];
@@ -273,20 +285,30 @@ int close_all_but(int keep) {
     timespec wait{};
     const timespec* timeout = nullptr;
     const std::int64_t point = earliest_point(kill_by, outer, count);
-    if (point > 0 && pgid > 0) {
-      const std::int64_t left = std::max<std::int64_t>(point - monotonic_ns(), 0);
-      wait = {static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+    const bool armed = point > 0 && pgid > 0;
+    if (timer >= 0) {
+      // Disarmed by a zero it_value: no deadline (yet), or acted on.
+      const itimerspec at{{0, 0}, armed ? timespec_of(point) : timespec{0, 0}};
+      sys(SYS_timerfd_settime, timer, TFD_TIMER_ABSTIME, arg(&at), 0);
+    } else if (armed) {
+      wait = timespec_of(std::max<std::int64_t>(point - clock_ns(), 0));
       timeout = &wait;
     }
-    pollfd p{pipe_read, POLLIN, 0};
-    const long n = sys(SYS_ppoll, arg(&p), 1, arg(timeout), 0, 0);
+    pollfd p[2] = {{pipe_read, POLLIN, 0}, {static_cast<int>(timer), POLLIN, 0}};
+    long n = sys(SYS_ppoll, arg(p), timer >= 0 ? 2 : 1, arg(timeout), 0, 0);
+    if (n > 0 && !(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      // Only the timer: as a timeout.
+      std::uint64_t expirations = 0;
+      sys(SYS_read, timer, arg(&expirations), sizeof expirations);
+      n = 0;
+    }
     if (n == 0) {
       // rlock is alive but did not move the deadline on: it is stopped or
       // stuck, and the lease may be ending; or an enclosing run's point
       // passed (read again: it may have moved on since). The command must
       // be dead now.
       if (const std::int64_t due = earliest_point(kill_by, outer, count);
-          due > 0 && monotonic_ns() >= due) {
+          due > 0 && clock_ns() >= due) {
         signal_group(pgid, SIGKILL);
         kill_by = 0;
         count = 0;  // acted on: no more waking for them
@@ -299,7 +321,7 @@ int close_all_but(int keep) {
     if (got == 0) {
       // rlock is gone without dismissing us: it died. Its kill-after, but
       // no later than its lease or an enclosing run's allows.
-      std::int64_t kill_at = monotonic_ns() + kill_after_ns;
+      std::int64_t kill_at = clock_ns() + kill_after_ns;
       const std::int64_t by = earliest_point(kill_by, outer, count);
       if (by > 0 && by < kill_at) kill_at = by;
       terminate_group(pgid, kill_at);

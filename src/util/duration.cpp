@@ -1,6 +1,7 @@
 #include "util/duration.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include <cstdint>
 #include <optional>
@@ -8,6 +9,13 @@
 #include "util/number.h"
 
 namespace rlock {
+
+Clock::time_point Clock::now() noexcept {
+  timespec ts{};
+  // Cannot fail: CLOCK_BOOTTIME exists since Linux 2.6.39.
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return time_point(duration(std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec));
+}
 
 namespace {
 

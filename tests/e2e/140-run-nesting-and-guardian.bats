@@ -248,6 +248,33 @@ acquire_after_kill() {
   assert_output --partial "lost lock 'stopped'"
 }
 
+@test "run: rlock and its guardian read one clock, the boot clock: in a time namespace where it is 11 days ahead of the monotonic one, a run renews and ends 0, and a stopped rlock's command is dead by the lease end" {
+  # Leases count the time a machine spends suspended (CLOCK_BOOTTIME), as
+  # the server's clock does. No test can suspend the machine; a time
+  # namespace whose boot clock is offset from its monotonic clock makes any
+  # deadline computed on one and judged on the other off by 11 days: the
+  # guardian would kill at once, or never.
+  if ! unshare --time --boottime 1000000 --fork true 2>/dev/null; then
+    skip "no time namespaces here (needs root and Linux 5.6)"
+  fi
+  printf '#!/bin/sh\nexec unshare --time --boottime 1000000 --fork %q "$@"\n' "$RLOCK" >"$M/ns-rlock"
+  chmod +x "$M/ns-rlock"
+  RLOCK="$M/ns-rlock" rl 0 run -t 1s boot-clock -- sleep 2.5
+  RLOCK="$M/ns-rlock" start_orphan boot-clock 'sleep 30 & echo $! >"$0"; wait'
+  local grandchild rlock_pid i
+  grandchild="$(<"$M/grandchild")"
+  rlock_pid="$(pgrep -P "$(<"$M/job.pid")")"
+  [[ -n "$rlock_pid" ]] || fail "rlock is not the child of unshare"
+  kill -STOP "$rlock_pid"
+  for ((i = 0; i < 100; i++)); do
+    gone "$grandchild" && break
+    nap 0.05
+  done
+  gone "$grandchild" || fail "the guardian did not kill the command of a stopped rlock"
+  kill -CONT "$rlock_pid"
+  bg_wait job 79 10
+}
+
 @test "run: the guardian holds no terminal, socket or lock, and leaves with the run" {
   # From inside the command: rlock's other child is the guardian.
   # Its stdio is /dev/null: a `$(rlock run ...)` or a pipeline never waits
