@@ -6,6 +6,7 @@ load helpers
 teardown() {
   # The OOM test lowers maxmemory; never let that leak into the next test.
   rcli CONFIG SET maxmemory 0 >/dev/null || true
+  kill_bg_pids
 }
 
 @test "usage: malformed durations exit 64 with one error line" {
@@ -161,6 +162,27 @@ teardown() {
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --regexp "^rlock: error: redis://127\.0\.0\.1:[0-9]+/0: OOM command not allowed"
   refute_stderr --partial user_script
+}
+
+@test "server errors: a full server (noeviction) keeps the lock held and the waiter queued through renewals and the handover, and refuses new locks and new waiters" {
+  # Redis refuses a command that may grow memory only as a script's first
+  # write: before, a renewal began with one (ZADD) and the holder lost its
+  # lock (79), and the queued waiter's re-check failed (76).
+  rcli CONFIG SET maxmemory-policy noeviction >/dev/null
+  bg_rlock holder run -t 1500ms full -- sh -c "echo >\"$BATS_TEST_TMPDIR/held\"; sleep 4"
+  wait_for_file "$BATS_TEST_TMPDIR/held"
+  bg_rlock waiter run -w 30s -t 1500ms full -- echo waiter-ran
+  wait_waiters full 1
+  rcli CONFIG SET maxmemory 1 >/dev/null
+  rl 76 acquire other -n
+  assert_stderr --partial 'OOM command not allowed'
+  rl 76 acquire full -w 5s
+  assert_stderr --partial 'OOM command not allowed'
+  # Renewals every 0.5 s and the waiter's re-checks every second, for 4 s.
+  bg_wait holder 0 15
+  bg_wait waiter 0 15
+  run cat "$BATS_TEST_TMPDIR/waiter.out"
+  assert_output waiter-ran
 }
 
 # A server with a command the lock needs renamed away

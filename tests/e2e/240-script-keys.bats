@@ -101,6 +101,25 @@ expiring() {
   assert_output ''
 }
 
+@test "keys: waiters killed while a holder renews leave no records once the queue's keys would have expired" {
+  # The queue's keys (q, x, l) expire two waiter leases (6 s) after the last
+  # re-check, while the holder's renewals keep i alive: the dead waiters'
+  # records then stayed in i for as long as the lock was held, beyond the
+  # reach of any purge. l now lives as long as i.
+  bg_rlock holder run -t 3s dead-records -- sh -c "echo >\"$BATS_TEST_TMPDIR/held\"; sleep 12"
+  wait_for_file "$BATS_TEST_TMPDIR/held"
+  local i
+  for ((i = 0; i < 3; i++)); do
+    bg_rlock "w$i" acquire dead-records -w 5m
+  done
+  wait_waiters dead-records 3
+  for ((i = 0; i < 3; i++)); do kill -KILL "$(<"$BATS_TEST_TMPDIR/w$i.pid")"; done
+  nap 8
+  # The next call purges them: only the holder's record is left.
+  rl 75 acquire dead-records -n
+  assert_equal "$(rcli HLEN 'rlock:{dead-records}:i')" 1
+}
+
 @test "keys: a lease shortened by --min-hold is purged when it ends" {
   # After its command, run sets the lease to what is left of --min-hold:
   # the only renewal that may shorten a lease (a plain renew extends only).

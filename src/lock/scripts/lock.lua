@@ -182,6 +182,26 @@ local function cover_new(key, at)
   if redis.call('PEXPIREAT', key, at, 'NX') == 0 then cover(key, at) end
 end
 
+-- I, which records waiters as well as holders, lives until `at`: and so
+-- does L (when there is a queue), so that a waiter's record never outlives
+-- the lease that lets a purge find it. Before, a waiter that died while a
+-- holder kept renewing left its record in I for as long as the lock was
+-- held: Q, X and L expired with the last waiter lease, and no purge could
+-- see it any more. (L may outlive Q and X: a purge reads L.)
+local function cover_records(at)
+  cover(I, at)
+  cover(L, at)
+end
+
+-- OOM: a server at its maxmemory (noeviction) refuses a command that may
+-- grow memory (ZADD, HSET, HINCRBY, SET, LPUSH) when it would be a script's
+-- first write, and allows it after any other write. A renewal, a holder's
+-- acquire and a queued waiter's re-check rewrite leases that exist, which
+-- grows nothing: they extend expiries first (PEXPIREAT, which Redis does
+-- not refuse), so that a full server keeps the locks held and the waiters
+-- queued. A new lock or a new waiter begins with SET of F or HSET or
+-- HINCRBY of M, and is refused (OOM, 76) with nothing written.
+
 -- What the script knows of M: whether it exists (nil: not asked yet), its
 -- limit (nil: not read, false: absent) and purge_at (nil: not read), and
 -- whether purge_at must be written back (save_purge_at).
@@ -254,16 +274,17 @@ local function confirm(set, token, ttl)
     return redis.error_reply('ERR the record of this holder in ' .. I .. ' holds no valid ' ..
       'fence, not part of an rlock lock: nothing was changed')
   end
+  -- The holder exists, so do its set, I and M (each with an expiry). The
+  -- expiries first (see OOM).
+  cover(set, now + ttl)
+  cover_records(now + ttl)
+  cover(M, now + ttl)
   redis.call('ZADD', set, now + ttl, token)
   if now + ttl < until_ms then
     -- A holder's acquire with a shorter TTL than before (rare).
     lease_ends(now + ttl)
     save_purge_at()
   end
-  -- The holder exists, so do its set, I and M (each with an expiry).
-  cover(set, now + ttl)
-  cover(I, now + ttl)
-  cover(M, now + ttl)
   return { 1, fence }
 end
 
@@ -273,14 +294,14 @@ end
 -- sent behind its BLPOP), or a retried acquire. A quorum's acquire
 -- (MIN_UPTIME_MS given) goes the long way, through its uptime check.
 if op == 'acquire' and not ARGV[9] then
-  local refused = acl_refusal({ H, S, I, M }, LEASE_COMMANDS)
+  local refused = acl_refusal({ H, S, L, I, M }, LEASE_COMMANDS)
   if refused then return refused end
   local held = confirm(ARGV[3] == 'shared' and S or H, redis.sha1hex(ARGV[2]), tonumber(ARGV[5]))
   if held then return held end
 end
 
 if op == 'renew' then
-  local refused = acl_refusal({ H, S, I, M }, LEASE_COMMANDS)
+  local refused = acl_refusal({ H, S, L, I, M }, LEASE_COMMANDS)
   if refused then return refused end
 elseif op ~= 'status' then
   local wake = wake_key(string.rep('0', 40))
@@ -396,11 +417,12 @@ local function renew()
     if ARGV[4] ~= 'exact' then return until_ms - now end
     lease_ends(now + ttl)
   end
-  redis.call('ZADD', held, now + ttl, token)
-  -- The holder exists, so do its set, I and M (each with an expiry).
+  -- The holder exists, so do its set, I and M (each with an expiry). The
+  -- expiries first (see OOM).
   cover(held, now + ttl)
-  cover(I, now + ttl)
+  cover_records(now + ttl)
   cover(M, now + ttl)
+  redis.call('ZADD', held, now + ttl, token)
   return ttl
 end
 
@@ -450,15 +472,18 @@ end
 
 
 -- A waiter's lease now ends at `at`; `joined` when it just entered the queue.
--- Q, X and L always get the same expiry, so that they vanish together: a
+-- Q, X and L get the same expiry here, so that they vanish together: a
 -- waiter left in Q without its lease in L could never be purged. They are
 -- extended a whole lease beyond `at`, so the re-checks of a long queue (one
--- per waiter per second) mostly find nothing to write.
+-- per waiter per second) mostly find nothing to write, and no earlier than
+-- I (see cover_records).
 local function cover_queue(at, joined)
   local left = redis.call('PTTL', L)
   if joined or left < 0 or now + left < at then
     local to = at + (at - now)
     if left > 0 and now + left > to then to = now + left end
+    local records = redis.call('PTTL', I)
+    if records > 0 and now + records > to then to = now + records end
     redis.call('PEXPIREAT', Q, to)
     redis.call('PEXPIREAT', X, to)
     redis.call('PEXPIREAT', L, to)
@@ -492,7 +517,7 @@ local function tidy(granted_until)
     -- extended, to the grants if there are any.
     if left == -1 then
       if granted_until then
-        cover(I, granted_until)
+        cover_records(granted_until)
         cover(M, granted_until)
       end
       return
@@ -502,6 +527,7 @@ local function tidy(granted_until)
   if latest <= 0 then return end
   redis.call('PEXPIREAT', I, now + latest)
   redis.call('PEXPIREAT', M, now + latest)
+  cover(L, now + latest)
 end
 
 local cached_limit
@@ -643,7 +669,7 @@ local function wake_ready(self, then_tidy)
   if then_tidy then
     tidy(nobody and now + longest or nil)
   else
-    cover(I, now + longest)
+    cover_records(now + longest)
     cover(M, now + longest)
   end
   return true
@@ -797,6 +823,7 @@ local function acquire()
     redis.call('HSET', I, token, fence_text .. '\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
     -- The set, I and M may be new (a first co-holder, M just written).
     for _, key in ipairs({ set, I, M }) do cover_new(key, now + ttl) end
+    cover(L, now + ttl)
     return { 1, fence }
   end
 
@@ -818,6 +845,8 @@ local function acquire()
     if mode ~= 'shared' then redis.call('ZADD', X, seq, token) end
     redis.call('HSET', I, token, '0\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
   end
+  -- A queued waiter's first write extends an expiry (see OOM).
+  if queued then cover(L, now + lease) end
   redis.call('ZADD', L, now + lease, token)
   lease_ends(now + lease)
   cover_queue(now + lease, not queued)
