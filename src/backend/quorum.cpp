@@ -1095,9 +1095,6 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
   const bool force = lock::operation_of(call) == lock::Operation::force;
   const auto started = Clock::now();
   auto batch = send(name, call, deadline);
-  const auto decided = [](const std::vector<MemberReply>& r) {
-    return lock::count_release(r).decided;
-  };
   // A forced release hears every member it can (each says whom it
   // evicted); one frozen still gets the request when it thaws, as its
   // copy of the request is already on its way.
@@ -1111,12 +1108,21 @@ Result<Outcome> QuorumBackend::release(const std::string& name, const lock::Call
   // still waited for (a script that releases and takes the lock again at
   // once finds it free on a majority), but only for a moment when members
   // are out of reach: they drop their copies when they answer, or when
-  // their leases end.
-  if (!force && !decided(*replies)) {
-    constexpr Millis k_release_grace{1000};
-    auto more = gather(*batch, std::min(deadline, Clock::now() + k_release_grace), decided);
-    if (!more) return std::unexpected(more.error());
-    replies = std::move(more);
+  // their leases end. Not released where a majority answered: the others
+  // get the same moment, since one of them may hold the only copy (a lock
+  // left on one member), and released there the release is done (0), not
+  // refused (1).
+  if (!force) {
+    const auto settled = [](const std::vector<MemberReply>& r) {
+      const auto count = lock::count_release(r);
+      return count.pending == 0 || (count.decided && count.released > 0);
+    };
+    if (!settled(*replies)) {
+      constexpr Millis k_release_grace{1000};
+      auto more = gather(*batch, std::min(deadline, Clock::now() + k_release_grace), settled);
+      if (!more) return std::unexpected(more.error());
+      replies = std::move(more);
+    }
   }
   if (force) {
     // Nobody evicted on the members that answered within hear_all's

@@ -181,6 +181,23 @@ teardown() {
   rl 1 status -t "$Q_TTL" q3f
 }
 
+@test "quorum: a release exits 0 when the one member that held the lock answers after a majority said it was not held" {
+  # A lock left on one member (taken through its URL alone). That member
+  # answers 0.4 s after the others: before, the majority's "not held" was
+  # taken at once, exit 1, although the release then freed it.
+  rl 0 -u "redis://127.0.0.1:$(q_port 1)/0" acquire lone -t 60s
+  local token="$output" thaw
+  q_freeze 1
+  (
+    sleep 0.4
+    q_thaw 1
+  ) &
+  thaw=$!
+  rl 0 release lone --token "$token"
+  wait "$thaw"
+  assert_equal "$(qcli 1 EXISTS 'rlock:{lone}:h')" 0
+}
+
 @test "quorum: fences increase when the majorities differ" {
   # Member 1's counter is far ahead of every clock: a grant on a majority
   # with member 1 hands out a fence above it, and a later majority without
