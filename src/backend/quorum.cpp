@@ -206,7 +206,12 @@ class Member {
 /// caller has decided and moved on).
 struct Batch {
   explicit Batch(std::size_t members)
-      : replies(members), lists(members), uptimes(members), roles(members), jobs(members, 0) {}
+      : replies(members),
+        lists(members),
+        uptimes(members),
+        roles(members),
+        servers(members),
+        jobs(members, 0) {}
   std::mutex mutex;
   std::vector<MemberReply> replies;
   std::vector<std::optional<Result<std::vector<NamedReply>>>> lists;
@@ -214,6 +219,9 @@ struct Batch {
   std::vector<std::optional<std::int64_t>> uptimes;
   /// A listing's: each member's role ("master", "slave"; "": not said).
   std::vector<std::string> roles;
+  /// A listing's: each member's answer to the uptime question, whose last
+  /// element is its server's run_id (lock::same_server reads it).
+  std::vector<MemberReply> servers;
   std::vector<std::uint64_t> jobs;  // the caller's: thread job id per member, 0 = none
   Fd ready = make_eventfd();
 
@@ -1269,14 +1277,19 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       // have lost locks with its data, which its listing cannot show. (The
       // name only routes the question: no key is read.)
       // And its role: a read-only replica cannot have granted what it shows.
+      // And its run_id: two members that are one server are refused, as by
+      // status NAME.
       std::optional<std::int64_t> uptime;
       std::string role;
+      MemberReply server;
       auto up =
           backend.run("uptime", lock::uptime_call(), Clock::now() + backend.command_timeout());
-      if (up && up->reply.type == redis::Reply::Type::array && up->reply.elements.size() == 2 &&
+      if (up && up->reply.type == redis::Reply::Type::array && up->reply.elements.size() >= 2 &&
           up->reply.elements[0].type == redis::Reply::Type::integer) {
         uptime = up->reply.elements[0].integer;
         role = up->reply.elements[1].str;
+        server.state = MemberReply::State::replied;
+        server.reply = up->reply;
       }
       // A member that refused our credentials already is not asked again:
       // the server may answer a second unauthenticated try by closing the
@@ -1295,6 +1308,7 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       std::lock_guard lock(batch->mutex);
       batch->uptimes[k] = uptime;
       batch->roles[k] = std::move(role);
+      batch->servers[k] = std::move(server);
       batch->lists[k] = std::move(listed);
       batch->replies[k] = std::move(m);
       signal_eventfd(batch->ready);
@@ -1342,6 +1356,11 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
   // reach (its own line says why), as status NAME and every other call
   // leave it out; too few left is an auth error when the refusals make it
   // so (too_few).
+  {
+    // One server reached two ways would count twice, as in status NAME.
+    std::lock_guard lock(batch->mutex);
+    if (auto twice = misconfiguration(batch->servers)) return std::unexpected(*twice);
+  }
   if (answered < lock::majority(m_members.size()))
     return std::unexpected(too_few(fmt::format("only {} listed their locks", answered), *replies));
   // Members up for less than the TTL (the caller's) may have lost locks in

@@ -701,6 +701,10 @@ q_live_queued() {
   assert_stderr --partial "are one Redis server"
   RLOCK_URL="$urls" rl 78 status counted-twice -t "$Q_TTL" --json
   assert_output ""
+  # So is the listing: before, it showed the lock held by that one server.
+  RLOCK_URL="$urls" rl 78 status -t "$Q_TTL"
+  assert_stderr --partial "are one Redis server"
+  refute_output --partial counted-twice
 }
 
 @test "quorum: one server reached through two URLs is refused at the first acquire (78), nothing held" {

@@ -97,10 +97,13 @@ local function role()
   return name
 end
 
--- uptime -> {uptime_ms(), role()}: a quorum listing asks each member
--- whether it may have lost locks to a restart, and whether it can take a
--- lock at all (keys and time unused).
-if op == 'uptime' then return { uptime_ms(), role() } end
+-- uptime -> {uptime_ms(), role(), run_id}: a quorum listing asks each
+-- member whether it may have lost locks to a restart, whether it can take a
+-- lock at all, and which server it is (two members that are one server
+-- would vote twice); keys and time unused.
+if op == 'uptime' then
+  return { uptime_ms(), role(), string.match(info_server(), 'run_id:(%x+)') or '' }
+end
 
 -- memory -> {maxmemory, maxmemory_policy}: whether this server may evict a
 -- lock's keys (every one but F has an expiry, so volatile-* policies may
