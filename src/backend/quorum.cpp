@@ -805,7 +805,13 @@ Error QuorumBackend::in_doubt(const std::string& name, const lock::InDoubt& doub
                               Millis min_uptime, const std::vector<MemberReply>& replies) const {
   const std::size_t n = replies.size();
   std::string what;
-  if (doubt.holder.empty()) {
+  if (doubt.contested) {
+    what = fmt::format(
+        "lock '{}': neither held nor free: no holder is on a majority of the {} quorum members, "
+        "and only {} show no holder, fewer than a grant needs; holders on fewer members ({}) "
+        "keep it from anyone until their leases end",
+        name, n, doubt.free, doubt.holders);
+  } else if (doubt.holder.empty()) {
     what = fmt::format(
         "lock '{}': cannot tell whether it is held: no holder is named, but only {} of {} "
         "quorum members have been up for the TTL ({}), {} for less{} (a member restarted "
@@ -1417,7 +1423,7 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       // A doubt that the members out of reach explain alone is told by
       // their own line below; one that young members add is told here.
       if (const auto doubt = lock::holder_in_doubt(members, lock_min_uptime);
-          doubt && (doubt->young > 0 || doubt->holder.empty()))
+          doubt && !doubt->contested && (doubt->young > 0 || doubt->holder.empty()))
         in_doubt_locks.push_back(in_doubt(name, *doubt, lock_min_uptime, members));
     }
     if (auto taken = sink(name, lock::combine_status(names, members)); !taken) return taken;

@@ -594,9 +594,24 @@ std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, 
       if ((young[k] || (uptime[k] && *uptime[k] < age[id])) &&
           !std::binary_search(v.holders[k].begin(), v.holders[k].end(), id))
         ++silent_young;
-    if (n + v.unusable + silent_young >= need) return InDoubt{id, n, silent_young, old};
+    if (n + v.unusable + silent_young >= need)
+      return InDoubt{id, n, silent_young, old, false, 0, ""};
   }
-  if (!agreed && old < need) return InDoubt{"", 0, n_young, old};
+  if (!agreed && old < need) return InDoubt{"", 0, n_young, old, false, 0, ""};
+  if (!agreed && !v.counts.empty()) {
+    std::size_t free = 0;
+    for (std::size_t k = 0; k < members.size(); ++k)
+      if (usable_status(members[k]) && !read_only_status(members[k]) && !young[k] &&
+          v.holders[k].empty())
+        ++free;
+    if (free < need) {
+      InDoubt contested{"", 0, n_young, old, true, free, ""};
+      for (const auto& [id, n] : v.counts)
+        contested.holders +=
+            fmt::format("{}{} on {}", contested.holders.empty() ? "" : ", ", id, n);
+      return contested;
+    }
+  }
   return std::nullopt;
 }
 

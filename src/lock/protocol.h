@@ -229,12 +229,18 @@ Millis status_min_uptime(const std::vector<MemberReply>& members, Millis at_leas
 /// whether the lock is held, and why: a holder named by fewer than a
 /// majority that the members out of reach, or younger than `min_uptime`
 /// and not naming it, could make a majority holder; or no holder named by
-/// a majority while fewer than a majority are old enough to say free.
+/// a majority while fewer than a majority are old enough to say free; or
+/// (`contested`) no holder named by a majority while fewer than a majority
+/// show no holder at all: holders of a minority each (a lock left on some
+/// members) keep anyone from a majority's grant, so it is not free either.
 struct InDoubt {
   std::string holder;     ///< its id; empty: the members are too young to tell
   std::size_t on = 0;     ///< members that answered and name it
   std::size_t young = 0;  ///< members up for less than min_uptime (that do not name it)
   std::size_t old = 0;    ///< members that answered and are old enough
+  bool contested = false;
+  std::size_t free = 0;  ///< contested: members that could grant it (no holder, old enough)
+  std::string holders;   ///< contested: "ID on N, ..."
 };
 std::optional<InDoubt> holder_in_doubt(const std::vector<MemberReply>& members, Millis min_uptime);
 

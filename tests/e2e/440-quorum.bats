@@ -198,6 +198,19 @@ teardown() {
   assert_equal "$(qcli 1 EXISTS 'rlock:{lone}:h')" 0
 }
 
+@test "quorum: a lock three members hold for three different holders is neither held nor free (69), not 'free' beside an acquire that says busy" {
+  local k
+  for k in 1 2 3; do
+    RLOCK_URL="redis://127.0.0.1:$(q_port "$k")/0" rl 0 acquire split -t "$Q_TTL"
+  done
+  rl 75 acquire split -n -t "$Q_TTL"
+  rl 69 status split -t "$Q_TTL"
+  assert_stderr --partial "lock 'split': neither held nor free: no holder is on a majority of the 5 quorum members, and only 2 show no holder"
+  # Two of five held apart: three can still grant it, so it is free.
+  RLOCK_URL="redis://127.0.0.1:$(q_port 3)/0" rl 0 release split --force
+  rl 1 status split -t "$Q_TTL"
+}
+
 @test "quorum: fences increase when the majorities differ" {
   # Member 1's counter is far ahead of every clock: a grant on a majority
   # with member 1 hands out a fence above it, and a later majority without

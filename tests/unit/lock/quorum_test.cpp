@@ -320,6 +320,30 @@ TEST(Quorum, StatusWithoutAMajorityHolderIsFree) {
 
 constexpr Millis k_ttl{30000};
 
+TEST(Quorum, HoldersOfAMinorityEachKeepingAMajorityFromGrantingIsContestedNotFree) {
+  // Two members hold it for two different holders, one shows it free: no
+  // holder has a majority, and no majority could grant it (probe Y: status
+  // said "free" while acquire said busy).
+  const auto split = holder_in_doubt({replied(status_reply(1, {"aaaa"})),
+                                      replied(status_reply(1, {"bbbb"})), replied(empty_status())},
+                                     k_ttl);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_TRUE(split->contested);
+  EXPECT_EQ(split->free, 1u);
+  EXPECT_EQ(split->holders, "aaaa on 1, bbbb on 1");
+  // Two of three show it free: free, no doubt.
+  EXPECT_FALSE(holder_in_doubt({replied(status_reply(1, {"aaaa"})), replied(empty_status()),
+                                replied(empty_status())},
+                               k_ttl)
+                   .has_value());
+  // A majority holder: held, no doubt.
+  EXPECT_FALSE(
+      holder_in_doubt({replied(status_reply(1, {"aaaa"})), replied(status_reply(1, {"aaaa"})),
+                       replied(status_reply(1, {"bbbb"}))},
+                      k_ttl)
+          .has_value());
+}
+
 TEST(Quorum, AHolderTheMembersOutOfReachCouldMakeAMajorityIsInDoubt) {
   const auto on = [](const char* id) { return replied(status_reply(1, {id})); };
   const auto none = [] { return replied(empty_status()); };
@@ -414,10 +438,16 @@ TEST(Quorum, AReadOnlyReplicaNeverVotesForAHolder) {
   // not make the holder a majority, so whether it holds the lock is in
   // doubt. Young or not, the replica says "not held".
   EXPECT_TRUE(holder_in_doubt({with_role("master", "aaaa"), failed(), replica}, k_ttl).has_value());
-  EXPECT_FALSE(holder_in_doubt({with_role("master", "aaaa"), with_role("master"),
-                                with_role("slave", "aaaa", 1000)},
-                               k_ttl)
-                   .has_value());
+  // Both masters answered: not in doubt that a majority holds it, young
+  // replica or not; but with one master free and the replica unable to
+  // grant, no one can take it: neither held nor free (contested).
+  const auto both = holder_in_doubt(
+      {with_role("master", "aaaa"), with_role("master"), with_role("slave", "aaaa", 1000)}, k_ttl);
+  ASSERT_TRUE(both.has_value());
+  EXPECT_TRUE(both->contested);
+  EXPECT_TRUE(both->holder.empty());
+  EXPECT_EQ(both->free, 1u);
+  EXPECT_EQ(both->holders, "aaaa on 1");
   // A master in its place that named the holder would have made a majority.
   view = decode_status(
       "x", combine_status({"a", "b", "c"}, {with_role("master", "aaaa"), with_role("master"),

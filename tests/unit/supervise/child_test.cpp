@@ -148,7 +148,7 @@ std::string comm_of(pid_t pid) {
   return comm;
 }
 
-TEST(Guardian, RunsInAGroupOfItsOwnHoldingOnlyItsPipe) {
+TEST(Guardian, RunsInAGroupOfItsOwnHoldingOnlyItsPipeAndTimer) {
   auto child = Child::spawn(launch_of({"sleep", "10"}));
   ASSERT_TRUE(child.has_value());
   pid_t guardian = child->guardian_pid();
@@ -160,21 +160,23 @@ TEST(Guardian, RunsInAGroupOfItsOwnHoldingOnlyItsPipe) {
   for (int k = 0; k < 200 && getpgid(guardian) != guardian; ++k)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(getpgid(guardian), guardian);
-  // stdin, stdout, stderr on /dev/null and the pipe: nothing else of ours.
+  // stdin, stdout, stderr on /dev/null, the pipe and its CLOCK_BOOTTIME
+  // timer: nothing else of ours.
   auto fd_dir = "/proc/" + std::to_string(guardian) + "/fd";
   std::vector<std::string> targets;
   for (int k = 0; k < 200; ++k) {
     targets.clear();
     for (const auto& e : std::filesystem::directory_iterator(fd_dir))
       targets.push_back(std::filesystem::read_symlink(e.path()).string());
-    if (targets.size() == 4) break;
+    if (targets.size() == 5) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_EQ(targets.size(), 4u);
+  ASSERT_EQ(targets.size(), 5u);
   EXPECT_EQ(std::count(targets.begin(), targets.end(), "/dev/null"), 3);
   EXPECT_EQ(std::count_if(targets.begin(), targets.end(),
                           [](const std::string& t) { return t.starts_with("pipe:"); }),
             1);
+  EXPECT_EQ(std::count(targets.begin(), targets.end(), "anon_inode:[timerfd]"), 1);
   child->signal_group(SIGTERM);
   wait_exit(*child);
   child->dismiss_guardian();
