@@ -795,10 +795,19 @@ Error QuorumBackend::too_few(const std::string& what,
           ? ""
           : fmt::format(" ({} {} read-only {}, which cannot take a lock)", read_only,
                         read_only == 1 ? "is a" : "are", read_only == 1 ? "replica" : "replicas");
-  return Error{auth ? Error::Code::auth : Error::Code::unreachable,
-               fmt::format("{} of {} quorum members: a majority is {}{}{}", what, replies.size(),
-                           lock::majority(replies.size()), replicas, problems_of(replies)),
-               redis::ServerError::none};
+  Error error{auth ? Error::Code::auth : Error::Code::unreachable,
+              fmt::format("{} of {} quorum members: a majority is {}{}{}", what, replies.size(),
+                          lock::majority(replies.size()), replicas, problems_of(replies)),
+              redis::ServerError::none};
+  // Members that have not answered yet (frozen, slow) rather than refused:
+  // a waiter (-w) tries again within its wait, as it waits for one server
+  // that does not answer; one that refuses connections is an outage at
+  // once, as a server down from the start is.
+  error.failing_over =
+      !auth && std::any_of(replies.begin(), replies.end(), [](const MemberReply& m) {
+        return m.state == MemberReply::State::pending;
+      });
+  return error;
 }
 
 Error QuorumBackend::in_doubt(const std::string& name, const lock::InDoubt& doubt,

@@ -327,10 +327,10 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
     release_now();
     return report(signals.error());
   }
-  auto heartbeat =
-      supervise::Heartbeat::create({client.backend().clone(), name, hold.grant.token,
-                                    [&context](const std::string& line) { context.warn(line); }},
-                                   timing, hold.confirmed);
+  auto heartbeat = supervise::Heartbeat::create(
+      {client.backend().clone(), name, hold.grant.token,
+       [&context](const std::string& line) { context.warn(line); }, &client},
+      timing, hold.confirmed);
   if (!heartbeat) {
     release_now();
     return report(heartbeat.error());

@@ -90,6 +90,10 @@ lock::LockClient* Heartbeat::client_after_stop() {
   if (m_thread.joinable() || !m_client) return nullptr;
   // Its interrupt fd is the stop eventfd, readable for good now.
   m_client->backend().set_interrupt_fd(-1);
+  if (m_active && m_active == m_target.spare) {
+    m_active->backend().set_interrupt_fd(m_spare_interrupt_fd);
+    return m_active;
+  }
   return &*m_client;
 }
 
@@ -143,13 +147,33 @@ void Heartbeat::loop() {
   client.backend().prepare(due);
   warn_of_eviction(client, due);
   int failures = 0;
+  m_active = &client;
+  bool own_renewed = false;
   while (sleep_until(due)) {
     const auto sent = Clock::now();
     // Past this point the main thread is already terminating the command:
     // a renewal could not change that any more.
     if (sent >= terminate_by(confirmed, m_timing)) return;
-    auto renewed = client.renew(m_target.name, m_target.token, m_timing.ttl,
-                                attempt_deadline(sent, confirmed, m_timing));
+    const Deadline attempt_by = attempt_deadline(sent, confirmed, m_timing);
+    auto renewed = m_active->renew(m_target.name, m_target.token, m_timing.ttl, attempt_by);
+    if (renewed && m_active == &client) own_renewed = true;
+    // Its own connection never had: the server may be refusing new
+    // clients (maxclients, every place taken by the queue this lock came
+    // from), while the connection the lock was taken on is open and idle.
+    // The renewal goes through that one from then on.
+    if (!renewed && !own_renewed && m_active == &client && m_target.spare &&
+        renewed.error().code != Error::Code::interrupted &&
+        renewed.error().code != Error::Code::not_owner) {
+      m_spare_interrupt_fd = m_target.spare->backend().interrupt_fd();
+      m_target.spare->backend().set_interrupt_fd(m_stop.get());
+      auto spared = m_target.spare->renew(m_target.name, m_target.token, m_timing.ttl, attempt_by);
+      if (spared || spared.error().code == Error::Code::not_owner) {
+        m_active = m_target.spare;
+        renewed = std::move(spared);
+      } else {
+        m_target.spare->backend().set_interrupt_fd(m_spare_interrupt_fd);
+      }
+    }
     if (renewed) {
       confirmed = sent;
       failures = 0;

@@ -42,6 +42,11 @@ struct HeartbeatTarget {
   /// Says a warning on stderr (unless -q): once, when the lock's server may
   /// evict the lock's keys (see Heartbeat::loop). None: not asked.
   std::function<void(const std::string&)> warn;
+  /// The owner's client (the connection the lock was taken on), idle while
+  /// the command runs: the heartbeat renews through it when its own
+  /// connection cannot be had at all (the server's maxclients, taken by the
+  /// queue the lock came from). The owner must not use it until stop().
+  lock::LockClient* spare = nullptr;
 };
 
 class Heartbeat {
@@ -73,8 +78,9 @@ class Heartbeat {
   /// released (it never re-creates a lock).
   void stop();
 
-  /// After stop(): the client the heartbeat renewed with, or nullptr when
-  /// its thread never ran (a command shorter than k_start_after). Its
+  /// After stop(): the client the heartbeat renewed with (the spare, once
+  /// it took over), or nullptr when its thread never ran (a command shorter
+  /// than k_start_after). Its
   /// backend has followed the lock through whatever happened while the
   /// command ran (a failover, a redirection, a reconnection), which the
   /// owner's, unused since the grant, has not: a release sent through the
@@ -98,6 +104,11 @@ class Heartbeat {
   HeartbeatTarget m_target;
   /// The thread's client, over m_target's backend (client_after_stop()).
   std::optional<lock::LockClient> m_client;
+  /// The client renewals go through: &*m_client, or m_target.spare once it
+  /// took over; written by the thread only, read after it is joined.
+  lock::LockClient* m_active = nullptr;
+  /// The spare's interrupt fd before the thread lent it the stop eventfd.
+  int m_spare_interrupt_fd = -1;
   Timing m_timing;
   Deadline m_starts_at;
   bool m_started = false;

@@ -55,7 +55,9 @@ struct Error {
   /// For code unreachable: the node out of reach is part of a deployment
   /// that answers (a Cluster shard's master, the master the Sentinels
   /// name), so a failover is likely under way: a waiter rides it out as it
-  /// rides out a server lost once queued.
+  /// rides out a server lost once queued. Likewise a quorum that lacks a
+  /// majority because members did not answer in time (frozen, slow), as
+  /// one server that does not answer is waited for within -w.
   bool failing_over = false;
   /// For the last try of a wait (-w): this error is the answer, not "timed
   /// out waiting" (a quorum whose members are too young to count: the lock

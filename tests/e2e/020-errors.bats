@@ -240,3 +240,15 @@ teardown() {
   assert_output --partial "pipe: Too many open files (a local limit: ulimit -n)"
   rl 0 release deaf --token "$holder"
 }
+
+@test "errors: a waiter granted while the queue fills the server's maxclients renews over the connection it queued on, where its heartbeat cannot open one" {
+  # Four waiters take the server's four client places; the first granted
+  # could not open its heartbeat's connection (ERR max number of clients
+  # reached) and lost its lock (79) at its first renewal.
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" i
+  start_redis --maxclients 4
+  rl 0 acquire crowded -t 1s
+  for ((i = 0; i < 4; i++)); do bg_rlock "w$i" run -w 30s -t 1500ms crowded -- sleep 1.3; done
+  for ((i = 0; i < 4; i++)); do bg_wait "w$i" 0 30; done
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+}

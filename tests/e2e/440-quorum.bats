@@ -211,6 +211,28 @@ teardown() {
   rl 1 status split -t "$Q_TTL"
 }
 
+@test "quorum: acquire -w waits out a majority frozen at its first try, as it waits for one server that does not answer" {
+  # Before: 69 as soon as the first try (bounded by the TTL) ended without
+  # a majority, although -w had seconds left.
+  local k thaw
+  for k in 1 2 3; do q_freeze "$k"; done
+  (
+    sleep 1.5
+    for k in 1 2 3; do q_thaw "$k"; done
+  ) &
+  thaw=$!
+  rl 0 acquire frozen-first -w 6s -t 1s
+  wait "$thaw"
+  # Members that refuse connections are an outage at once, as one server
+  # down from the start is.
+  q_kill 1
+  q_kill 2
+  q_kill 3
+  SECONDS=0
+  rl 69 acquire down-first -w 6s -t 1s
+  ((SECONDS < 4)) || fail "gave up after ${SECONDS}s"
+}
+
 @test "quorum: fences increase when the majorities differ" {
   # Member 1's counter is far ahead of every clock: a grant on a majority
   # with member 1 hands out a fence above it, and a later majority without
@@ -768,11 +790,12 @@ q_live_queued() {
   assert_output --partial replica-x
   rl 0 -q release replica-x --token "$token"
   assert_equal "$stderr" ""
-  # Held on member 1 alone: the replica's copy is no second vote.
+  # Held on member 1 alone: the replica's copy is no second vote, so it is
+  # not held; nor free, as member 2 alone could not grant it.
   RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0" rl 0 acquire replica-alone -t "$Q_TTL"
   RLOCK_URL="redis://127.0.0.1:$(q_port 1)/0,redis://127.0.0.1:$(q_port 2)/0,redis://127.0.0.1:$(q_port 3)/0" \
-    rl 1 status replica-alone -t "$Q_TTL"
-  assert_output --partial "lock 'replica-alone': free"
+    rl 69 status replica-alone -t "$Q_TTL"
+  assert_stderr --partial "lock 'replica-alone': neither held nor free"
   # A run warns once, not again at each renewal (every second).
   rl 0 run replica-run -t "$Q_TTL" -- sleep 2.5
   assert_equal "$stderr" "$warning"
