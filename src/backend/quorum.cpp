@@ -255,6 +255,7 @@ MemberReply reply_of(Result<Outcome> outcome) {
   } else if (outcome->ack && !outcome->ack->enough()) {
     // A lease the member's replicas did not acknowledge does not count.
     m.state = MemberReply::State::failed;
+    m.unacknowledged = true;
     m.problem = outcome->ack->problem.empty()
                     ? fmt::format("{} of {} replicas acknowledged", outcome->ack->acknowledged,
                                   outcome->ack->wanted)
@@ -1028,9 +1029,17 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   // long as it held the lock, never blocking on a wake list.
   if (count.granted > 0 && !count.held_by_majority) m_back_off = true;
   const std::size_t answered = m_members.size() - count.failed - count.pending;
+  // Members whose replicas did not acknowledge answered: said so, as the
+  // --replicas the user gave, not an outage, is what a majority lacks.
+  const bool unacknowledged = std::any_of(replies->begin(), replies->end(),
+                                          [](const MemberReply& m) { return m.unacknowledged; });
   if (answered < lock::majority(m_members.size()))
-    return std::unexpected(
-        too_few(fmt::format("lock '{}': only {} answered", name, answered), *replies));
+    return std::unexpected(too_few(
+        unacknowledged ? fmt::format("lock '{}': the lease was acknowledged by the replicas "
+                                     "(--replicas) of only {}",
+                                     name, answered)
+                       : fmt::format("lock '{}': only {} answered", name, answered),
+        *replies));
   // Members restarted within the TTL refuse whatever the lock's state (the
   // delayed restart): without enough of the others no majority can grant,
   // and "busy" would be false. A waiter waits for them to come of age; a

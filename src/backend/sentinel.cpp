@@ -85,7 +85,8 @@ Error sentinels_auth_error(Error error, const redis::Url& sentinel) {
   else if (error.message.find("NOPERM") != std::string::npos)
     // The password was taken; the Sentinel's ACL lacks a command.
     error.message = fmt::format("{} (a Sentinel's ACL)", error.message);
-  else
+  else if (error.message.find("TLS") == std::string::npos)
+    // (A TLS failure, also 77, is no password's: its own words say what.)
     error.message = fmt::format(
         "{} (the Sentinels' password is --sentinel-password-file or "
         "RLOCK_SENTINEL_PASSWORD)",

@@ -126,6 +126,9 @@ struct MemberReply {
   /// failed: the member is a read-only replica (READONLY), which cannot
   /// take a lock.
   bool read_only = false;
+  /// failed: the member answered, but its replicas did not acknowledge the
+  /// lease (--replicas), so it does not count.
+  bool unacknowledged = false;
 };
 
 /// What to give instead of a read-only replica as a quorum member.

@@ -70,6 +70,8 @@ teardown() {
 
 @test "sentinel tls: verification is on by default: an unrelated CA, or none, is 77 with one line" {
   rl_tls_refused acquire wrong-ca -n
+  # A certificate is no password's matter: no hint at the Sentinels' one.
+  refute_stderr --partial password
   # Nothing was written.
   run node_cli "$(master_port)" --scan --pattern 'rlock:{wrong-ca}*'
   assert_output ''

@@ -943,3 +943,10 @@ majority_after() {
   assert_output --partial qpause
   rl 0 release qpause --token "$token"
 }
+
+@test "quorum: a majority its replicas did not acknowledge (--replicas) is said so (69), not 'only 0 answered'" {
+  rl 69 --replicas 2 acquire unacked -n -t "$Q_TTL"
+  assert_stderr --partial "lock 'unacked': the lease was acknowledged by the replicas (--replicas) of only 0 of 5 quorum members"
+  assert_stderr --partial "0 of 2 replicas acknowledged"
+  assert_equal "$(q_holding unacked)" 0
+}
