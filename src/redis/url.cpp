@@ -251,7 +251,10 @@ Result<Url> parse_url(std::string_view text) {
   url.sentinel = scheme == "redis-sentinel" || scheme == "rediss-sentinel";
   if (text.ends_with(',')) {
     // A trailing comma would otherwise read as part of the database number.
-    problem = "it ends with a comma (a list of URLs has a URL after every comma)";
+    // (An empty entry between two commas of a list ends its URL the same.)
+    problem =
+        "it ends with a comma, or two commas have nothing between them (a list of URLs has a "
+        "URL after every comma)";
   } else if (split_deployments(text).size() > 1) {
     problem =
         "one URL was expected here, not a comma list: give each deployment of a quorum its "

@@ -328,6 +328,14 @@ TEST(UrlDeployments, ATrailingCommaIsSaidAsSuch) {
     EXPECT_NE(url.error().message.find("ends with a comma"), std::string::npos)
         << url.error().message;
   }
+  // An empty entry inside a list ends the URL before it the same way: both
+  // are named.
+  const auto parts = split_deployments("redis://a/0,,redis://b/0");
+  ASSERT_EQ(parts.size(), 2u);
+  auto url = parse_url(parts[0]);
+  ASSERT_FALSE(url.has_value());
+  EXPECT_NE(url.error().message.find("two commas have nothing between them"), std::string::npos)
+      << url.error().message;
 }
 
 }  // namespace
