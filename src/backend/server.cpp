@@ -158,7 +158,9 @@ class ServerBackend final : public Backend {
   std::optional<Refusing> m_refusing;
   /// Since when no usable master has been found, across operations (Backoff).
   std::optional<Clock::time_point> m_missing_since;
-  Deadline m_last_used{};
+  /// When the Sentinels were last asked where the master is (a connection
+  /// made to it under Sentinel).
+  Deadline m_asked_at{};
   /// Set once the server turned out to be a Cluster node.
   std::unique_ptr<Backend> m_cluster;
   bool m_probe_cluster = false;
@@ -190,15 +192,17 @@ Result<void> ServerBackend::probe_cluster(Deadline deadline) {
 }
 
 Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
-  // Under Sentinel a connection that sat idle may lead to a master that has
-  // since been replaced but does not know it yet (it still takes writes the
-  // new master never sees): after an idle second, ask the Sentinels again.
-  // That costs a few round trips per renewal and per release, which run
-  // seconds apart.
+  // Under Sentinel a connection may lead to a master that has since been
+  // replaced but does not know it yet (it still takes writes the new master
+  // never sees): a second after the Sentinels were last asked, they are
+  // asked again before the connection is used. That costs a few round
+  // trips per renewal and per release. (Counted from the last use before,
+  // a run with a TTL under 3 s, whose renewals come more often than once a
+  // second, never asked again, and renewed on an abandoned master for the
+  // whole run while a second holder had the lock on the new one.)
   constexpr Millis k_sentinel_recheck{1000};
-  if (sentinel() && m_connection && Clock::now() - m_last_used >= k_sentinel_recheck)
+  if (sentinel() && m_connection && Clock::now() - m_asked_at >= k_sentinel_recheck)
     drop_connection();
-  m_last_used = Clock::now();
   if (!m_connection) {
     Result<redis::Connection> connected =
         sentinel() ? connect_master(m_target, m_interrupt_fd, deadline, m_discovery) : [&] {
@@ -222,6 +226,7 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
     m_known_replicas = m_master.empty() && sentinel() ? m_discovery.replicas : -1;
     m_master = connected->describe();
     m_connection.emplace(std::move(*connected));
+    m_asked_at = Clock::now();
   }
   m_connection->set_interrupt_fd(m_interrupt_fd);
   return &*m_connection;

@@ -358,8 +358,7 @@ Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string
     if (error != EINPROGRESS) continue;
     switch (wait_for(fd.get(), POLLOUT, limit.deadline, options.interrupt_fd)) {
       case Ready::timed_out:
-        return cannot(Error::Code::unreachable,
-                      fmt::format("timed out after {}", format_duration(limit.budget)));
+        return cannot(Error::Code::unreachable, limit.timed_out());
       case Ready::interrupted:
         return cannot(Error::Code::interrupted, "interrupted");
       case Ready::yes:
@@ -491,6 +490,13 @@ TimeLimit TimeLimit::until(Deadline deadline) {
   return {deadline, std::max(Millis::zero(), std::chrono::duration_cast<Millis>(left))};
 }
 
+std::string TimeLimit::timed_out() const {
+  // A deadline spent before the wait began (an earlier server of a list
+  // took the time) is no timeout "after 0ms".
+  if (budget <= Millis::zero()) return "timed out: no time was left for it";
+  return fmt::format("timed out after {}", format_duration(budget));
+}
+
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
   if (this != &other) {
     if (m_fd >= 0) close(m_fd);
@@ -563,8 +569,7 @@ Result<bool> Transport::open_step() {
   Opening& o = *m_opening;
   if (Clock::now() >= o.limit.deadline) {
     if (o.lookup) return lookup_timed_out(o.options.url, m_name, o.limit);
-    auto timed_out = failure(Error::Code::unreachable,
-                             fmt::format("timed out after {}", format_duration(o.limit.budget)));
+    auto timed_out = failure(Error::Code::unreachable, o.limit.timed_out());
     if (o.tcp_done && o.tls)
       return std::unexpected(handshake_failure(timed_out.error(), o.options, true));
     return timed_out;
@@ -839,8 +844,7 @@ Result<void> Transport::wait(short events, const TimeLimit& limit) const {
     case Ready::timed_out:
       break;
   }
-  return failure(Error::Code::unreachable,
-                 fmt::format("timed out after {}", format_duration(limit.budget)));
+  return failure(Error::Code::unreachable, limit.timed_out());
 }
 
 Result<void> Transport::ssl_wait(int result, const TimeLimit& limit) const {

@@ -25,6 +25,8 @@ struct TimeLimit {
 
   static TimeLimit after(Millis budget) { return {Clock::now() + budget, budget}; }
   static TimeLimit until(Deadline deadline);
+  /// How a timeout reads: "timed out after 5s", or that no time was left.
+  std::string timed_out() const;
 };
 
 /// Owns a file descriptor.

@@ -298,6 +298,46 @@ releases_across_failover() {
   rl_wait holder 0,79
 }
 
+@test "sentinel: a run with a 2 s TTL asks the Sentinels again each second: from a master they abandoned (split brain) it moves to the new one, or ends 79" {
+  # What a partition leaves: a replica promoted, the Sentinels following
+  # it, the old master never told and still taking writes. A run renewing
+  # every 0.67 s never let its connection sit idle for the second after
+  # which the Sentinels were asked again, and renewed on the old master for
+  # the whole run, while its copy on the new master ran out and a second
+  # holder could take it there.
+  local old new n p before e moved=""
+  old="$(master_port)"
+  new="$(replica_ports | head -1)"
+  bg_rlock job run split -t 2s --replicas 0 -- sleep 12
+  for ((n = 0; n < 50; n++)); do
+    before="$(holder_expiry "$new" split)"
+    [[ -n "$before" ]] && break
+    nap 0.1
+  done
+  [[ -n "$before" ]] || fail "the lock never reached the replica"
+  node_cli "$new" REPLICAOF NO ONE >/dev/null
+  before="$(holder_expiry "$new" split)"
+  for n in 1 2 3; do sentinel_cli "$n" SENTINEL REMOVE "$TOPO_NAME" >/dev/null; done
+  monitor_again "$new"
+  # Within 3 s: a renewal on the new master (its copy's expiry raised), or
+  # the run ended as lost.
+  for ((n = 0; n < 60; n++)); do
+    running "$(<"$M/job.pid")" || break
+    e="$(holder_expiry "$new" split)"
+    if [[ -n "$e" ]] && ((e > before)); then
+      moved=1
+      break
+    fi
+    nap 0.05
+  done
+  if [[ -z "$moved" ]]; then bg_wait job 79 1; fi
+  kill_bg_pids
+  # The topology made whole again around the new master.
+  for p in $TOPO_NODE_PORTS; do
+    [[ "$p" == "$new" ]] || node_cli "$p" REPLICAOF 127.0.0.1 "$new" >/dev/null
+  done
+}
+
 @test "sentinel: a queued waiter that gives up on an outage at the end of -w says how long the outage lasted, not its last try" {
   local master n
   master="$(master_port)"
