@@ -950,3 +950,13 @@ majority_after() {
   assert_stderr --partial "0 of 2 replicas acknowledged"
   assert_equal "$(q_holding unacked)" 0
 }
+
+@test "quorum: acquire --json reports the lease less the clock drift allowed (TTL/100 + 2 ms), not just less the time spent" {
+  # Q_TTL is 3 s: 3000 - 30 - 2 ms at most (without the drift, a quick
+  # majority reported ~2997).
+  rl 0 acquire drift-left -t "$Q_TTL" -n --json
+  local left
+  left="$(json 'd["ttl_ms"]')"
+  assert_greater 2969 "$left"
+  assert_greater "$left" 2500
+}

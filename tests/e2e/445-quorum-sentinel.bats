@@ -56,4 +56,14 @@ teardown_file() {
   local token="$output"
   assert_equal "$(node_cli "$(master_port)" ZCARD 'rlock:{qs2}:h')" 1
   rl 0 release qs2 --token "$token"
+  # A replica of the group that does not acknowledge (--replicas all, the
+  # default): the group's lease does not count, and the other server alone
+  # is no majority (69), where counting it let the lock be taken.
+  local replica
+  replica="$(replica_ports | head -1)"
+  freeze_node "$replica"
+  rl 69 acquire qs3 -n -t 3s
+  thaw_node "$replica"
+  assert_stderr --partial "replicas acknowledged"
+  assert_equal "$(redis-cli -p "$PLAIN_1" EXISTS 'rlock:{qs3}:h')" 0
 }
