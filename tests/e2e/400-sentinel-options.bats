@@ -157,3 +157,29 @@ $bad")"
     rl 69 status x
   assert_stderr --partial 'quorum members'
 }
+
+@test "sentinel: a node a Sentinel names as the master but that is a replica (one that takes writes) is refused (69), nothing written there" {
+  # A stale or misconfigured Sentinel: it monitors a replica as the master.
+  # With replica-read-only no the script would run there: without the ROLE
+  # check, acquire exited 0 with the lock on a replica its master never
+  # sees.
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" replica
+  start_redis --replicaof 127.0.0.1 "$port" --replica-read-only no
+  replica="$REDIS_PORT"
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+  local sport sdir="$BATS_TEST_TMPDIR/sentinel" i
+  sport="$(free_port)"
+  mkdir -p "$sdir"
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor mm 127.0.0.1 %s 1\n' \
+    "$sport" "$sdir" "$replica" >"$sdir/sentinel.conf"
+  redis-server "$sdir/sentinel.conf" --sentinel >"$sdir/log" 2>&1 </dev/null 3>&- &
+  echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(redis-cli -p "$sport" PING 2>/dev/null)" == PONG ]] && break
+    nap 0.05
+  done
+  rl 69 -u "redis-sentinel://127.0.0.1:$sport/0#mm" --replicas 0 acquire named-replica -n -t 30s
+  assert_stderr --partial "127.0.0.1:$replica"
+  assert_equal "$(redis-cli -p "$replica" EXISTS 'rlock:{named-replica}:h')" 0
+  rl 69 -u "redis-sentinel://127.0.0.1:$sport/0#mm" status named-replica
+}
