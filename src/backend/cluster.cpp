@@ -362,8 +362,8 @@ Result<void> ClusterBackend::refresh(Deadline deadline) {
       if (error.code == Error::Code::server &&
           error.message.find("cluster support disabled") != std::string::npos)
         not_cluster.push_back(node.text());
-      if (error.code == Error::Code::server &&
-          error.message.find("SELECT is not allowed in cluster mode") != std::string::npos) {
+      if (error.code == Error::Code::config &&
+          error.message.find("a Redis Cluster has only database 0") != std::string::npos) {
         ++refused_select;
         if (!select_refused) select_refused = error;
       }

@@ -527,7 +527,7 @@ int run_main(int argc, char** argv) {
   CLI::App app{"rlock: a distributed lock on Redis for shell scripts, cron jobs and CI.", "rlock"};
   app.footer(
       "Exit status: 0 ok, 1 refused/free, 64 usage, 69 unreachable, 70 internal,\n"
-      "75 busy or timed out, 76 Redis error, 77 auth/TLS, 78 config file, 79 lock lost.\n"
+      "75 busy or timed out, 76 Redis error, 77 auth/TLS, 78 configuration, 79 lock lost.\n"
       "See rlock(1).");
   app.require_subcommand(0, 1);
   Context context;

@@ -232,6 +232,14 @@ struct Connection::Impl {
   /// The error for a SELECT refused with `reply`.
   Error select_refused(int db, const Reply& reply) const {
     Error error = server_failure(name, reply.str);
+    // A Cluster has database 0 only: the URL is the user's to fix (78),
+    // not a server's refusal (76).
+    if (reply.str.find("not allowed in cluster mode") != std::string::npos)
+      return Error{Error::Code::config,
+                   fmt::format("cannot select database {} on {}: a Redis Cluster has only "
+                               "database 0 (end the URL with /0)",
+                               db, name),
+                   ServerError::none};
     error.message = fmt::format("cannot select database {} on {}: {}", db, name, error.message);
     return error;
   }

@@ -156,12 +156,16 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
 @test "cluster: a database other than 0 is the same configuration error through one node or a seed list" {
   local second="${CLUSTER_PORTS#* }"
   second="${second%% *}"
-  rl 76 -u "redis://127.0.0.1:$SEED/2" acquire db2 -n
-  assert_stderr --partial "SELECT is not allowed in cluster mode"
+  # A configuration error (78), named: before, 76 with Redis' words, a
+  # refusal scripts take for the server's.
+  rl 78 -u "redis://127.0.0.1:$SEED/2" acquire db2 -n
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_stderr --partial "cannot select database 2 on redis://127.0.0.1:$SEED/2: a Redis Cluster has only database 0 (end the URL with /0)"
+  rl 78 -u "redis://127.0.0.1:$SEED/2" status
   # Every seed answered, refusing the database: before, 69 "no node of the
   # Cluster answered", which scripts retry as an outage.
-  rl 76 -u "redis://127.0.0.1:$SEED,127.0.0.1:$second/2" acquire db2 -n
-  assert_stderr --partial "SELECT is not allowed in cluster mode"
+  rl 78 -u "redis://127.0.0.1:$SEED,127.0.0.1:$second/2" acquire db2 -n
+  assert_stderr --partial "a Redis Cluster has only database 0"
 }
 
 @test "cluster: a hung seed first in the list costs its share of the time, and the next one answers" {
@@ -425,3 +429,4 @@ run_to_freeze() {
     assert_stderr --partial "listing incomplete: Cluster master 127.0.0.1:$m left out (still out of reach"
   done
 }
+
