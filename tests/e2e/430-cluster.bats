@@ -199,6 +199,12 @@ print("\n".join(sorted(l["name"] for l in locks)))' "$output"
   # retries until the migration ends, then follows MOVED.
   run cluster_cli "$src" EXISTS "rlock:{$name}:m"
   assert_output "ASK $slot 127.0.0.1:$dst"
+  # A short wait names what it waited out: the destination's TRYAGAIN,
+  # asked with ASKING (without it, a MOVED back to the source, and a loop).
+  SECONDS=0
+  rl 76 acquire "$name" -w 2s -t 60s
+  assert_stderr --partial "still answers TRYAGAIN"
+  ((SECONDS >= 2)) || fail "gave up after ${SECONDS}s: $stderr"
   bg_rlock acquirer acquire "$name" -n -t 60s
   sleep 1.5
   running "$(<"$M/acquirer.pid")" || fail "acquire did not wait for the migration: $(<"$M/acquirer.err")"
