@@ -1439,9 +1439,11 @@ Result<void> QuorumBackend::list(const lock::Call& call, const LockSink& sink,
       }
       const Millis lock_min_uptime = lock::status_min_uptime(members, min_uptime);
       // A doubt that the members out of reach explain alone is told by
-      // their own line below; one that young members add is told here.
+      // their own line below; one that young members add, or holders of a
+      // minority each that keep it from anyone (neither held nor free, as
+      // status NAME says), is told here.
       if (const auto doubt = lock::holder_in_doubt(members, lock_min_uptime);
-          doubt && !doubt->contested && (doubt->young > 0 || doubt->holder.empty()))
+          doubt && (doubt->contested || doubt->young > 0 || doubt->holder.empty()))
         in_doubt_locks.push_back(in_doubt(name, *doubt, lock_min_uptime, members));
     }
     if (auto taken = sink(name, lock::combine_status(names, members)); !taken) return taken;

@@ -74,6 +74,15 @@ Result<std::string> role_of(redis::Connection& node, Deadline deadline) {
   return reply->elements[0].str;
 }
 
+/// Why the master the Sentinels named failed us, naming it: the Sentinels
+/// answered, the master did not (a server at its maxclients says only "ERR
+/// max number of clients reached", which read as the Sentinels' fault).
+std::string master_problem(const Error& error, const redis::Url& master) {
+  const std::string named = master.redacted();
+  if (error.message.find(named) != std::string::npos) return error.message;
+  return fmt::format("the master they name, {}: {}", named, error.message);
+}
+
 /// A Sentinel's refusal of our credentials, worded as one: the password it
 /// wants is the Sentinels' (--sentinel-password-file), not the master's.
 Error sentinels_auth_error(Error error, const redis::Url& sentinel) {
@@ -180,7 +189,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
       if (master.error().code == Error::Code::interrupted) return master;
       // Wrong master credentials are the user's to fix, not a failover.
       if (master.error().code == Error::Code::auth) return master;
-      problems.push_back(master.error().message);
+      problems.push_back(master_problem(master.error(), options.url));
       continue;
     }
     // A Sentinel may still name the old master for a moment after a
@@ -190,7 +199,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     if (!role) {
       if (role.error().code == Error::Code::interrupted || role.error().code == Error::Code::auth)
         return std::unexpected(role.error());
-      problems.push_back(role.error().message);
+      problems.push_back(master_problem(role.error(), options.url));
       continue;
     }
     if (*role != "master") {

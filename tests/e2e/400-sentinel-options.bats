@@ -183,3 +183,26 @@ $bad")"
   assert_equal "$(redis-cli -p "$replica" EXISTS 'rlock:{named-replica}:h')" 0
   rl 69 -u "redis-sentinel://127.0.0.1:$sport/0#mm" status named-replica
 }
+
+@test "sentinel: a master at its maxclients is named as the one that refused, not the Sentinels" {
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" master
+  start_redis
+  master="$REDIS_PORT"
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+  local sport sdir="$BATS_TEST_TMPDIR/sentinel" i n
+  sport="$(free_port)"
+  mkdir -p "$sdir"
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor mm 127.0.0.1 %s 1\n' \
+    "$sport" "$sdir" "$master" >"$sdir/sentinel.conf"
+  redis-server "$sdir/sentinel.conf" --sentinel >"$sdir/log" 2>&1 </dev/null 3>&- &
+  echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(redis-cli -p "$sport" SENTINEL GET-MASTER-ADDR-BY-NAME mm 2>/dev/null | tail -1)" == "$master" ]] && break
+    nap 0.05
+  done
+  # The Sentinel's own connections are the last the master takes.
+  n="$(redis-cli -p "$master" CLIENT LIST | wc -l)"
+  redis-cli -p "$master" CONFIG SET maxclients "$((n - 1))" >/dev/null
+  rl 69 -u "redis-sentinel://127.0.0.1:$sport/0#mm" acquire full-master -n
+  assert_stderr --partial "the master they name, redis://127.0.0.1:$master/0: ERR max number of clients reached"
+}

@@ -206,6 +206,9 @@ teardown() {
   rl 75 acquire split -n -t "$Q_TTL"
   rl 69 status split -t "$Q_TTL"
   assert_stderr --partial "lock 'split': neither held nor free: no holder is on a majority of the 5 quorum members, and only 2 show no holder"
+  # The listing says the same of it (69), not a free row alone.
+  rl 69 status -t "$Q_TTL"
+  assert_stderr --partial "lock 'split': neither held nor free"
   # Two of five held apart: three can still grant it, so it is free.
   RLOCK_URL="redis://127.0.0.1:$(q_port 3)/0" rl 0 release split --force
   rl 1 status split -t "$Q_TTL"
