@@ -17,6 +17,24 @@ conf() {
   echo "$file"
 }
 
+# start_sentinel NAME MASTER_PORT: one Sentinel on a free port monitoring
+# NAME at MASTER_PORT (quorum 1), its port in SENTINEL_PORT once it answers;
+# teardown stops it (its pid in sentinel.pid).
+start_sentinel() {
+  local dir="$BATS_TEST_TMPDIR/sentinel" i
+  SENTINEL_PORT="$(free_port)"
+  mkdir -p "$dir"
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %s 1\n' \
+    "$SENTINEL_PORT" "$dir" "$1" "$2" >"$dir/sentinel.conf"
+  redis-server "$dir/sentinel.conf" --sentinel >"$dir/log" 2>&1 </dev/null 3>&- &
+  echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(redis-cli -p "$SENTINEL_PORT" PING 2>/dev/null)" == PONG ]] && return 0
+    nap 0.05
+  done
+  fail "the Sentinel did not start: $(<"$dir/log")"
+}
+
 @test "replicas: all and 0 are accepted, on the command line and in the config file" {
   rl 0 --replicas all acquire replicas-all -n
   rl 0 --replicas 0 release replicas-all --force
@@ -107,17 +125,9 @@ $bad")"
 }
 
 @test "sentinel: a redis:// URL naming a Sentinel is a configuration error (78), not a refused script (76)" {
-  local port dir="$BATS_TEST_TMPDIR/sentinel" i
-  port="$(free_port)"
-  mkdir -p "$dir"
-  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %s 1\n' \
-    "$port" "$dir" "$REDIS_PORT" >"$dir/sentinel.conf"
-  redis-server "$dir/sentinel.conf" --sentinel >"$dir/log" 2>&1 </dev/null 3>&- &
-  echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
-  for ((i = 0; i < 100; i++)); do
-    [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && break
-    nap 0.05
-  done
+  local port
+  start_sentinel mymaster "$REDIS_PORT"
+  port="$SENTINEL_PORT"
   rl 78 -u "redis://127.0.0.1:$port/0" acquire snt -n
   assert_equal "${#stderr_lines[@]}" 1
   assert_stderr --partial "127.0.0.1:$port/0 is a Sentinel, not a Redis server: a Sentinel URL is redis-sentinel://"
@@ -167,17 +177,9 @@ $bad")"
   start_redis --replicaof 127.0.0.1 "$port" --replica-read-only no
   replica="$REDIS_PORT"
   export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
-  local sport sdir="$BATS_TEST_TMPDIR/sentinel" i
-  sport="$(free_port)"
-  mkdir -p "$sdir"
-  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor mm 127.0.0.1 %s 1\n' \
-    "$sport" "$sdir" "$replica" >"$sdir/sentinel.conf"
-  redis-server "$sdir/sentinel.conf" --sentinel >"$sdir/log" 2>&1 </dev/null 3>&- &
-  echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
-  for ((i = 0; i < 100; i++)); do
-    [[ "$(redis-cli -p "$sport" PING 2>/dev/null)" == PONG ]] && break
-    nap 0.05
-  done
+  local sport
+  start_sentinel mm "$replica"
+  sport="$SENTINEL_PORT"
   rl 69 -u "redis-sentinel://127.0.0.1:$sport/0#mm" --replicas 0 acquire named-replica -n -t 30s
   assert_stderr --partial "127.0.0.1:$replica"
   assert_equal "$(redis-cli -p "$replica" EXISTS 'rlock:{named-replica}:h')" 0
@@ -189,18 +191,15 @@ $bad")"
   start_redis
   master="$REDIS_PORT"
   export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
-  local sport sdir="$BATS_TEST_TMPDIR/sentinel" i n
-  sport="$(free_port)"
-  mkdir -p "$sdir"
-  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor mm 127.0.0.1 %s 1\n' \
-    "$sport" "$sdir" "$master" >"$sdir/sentinel.conf"
-  redis-server "$sdir/sentinel.conf" --sentinel >"$sdir/log" 2>&1 </dev/null 3>&- &
-  echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
+  local sport i n
+  start_sentinel mm "$master"
+  sport="$SENTINEL_PORT"
+  # The Sentinel's own connections (commands and hello channel) are the last
+  # the master takes.
   for ((i = 0; i < 100; i++)); do
-    [[ "$(redis-cli -p "$sport" SENTINEL GET-MASTER-ADDR-BY-NAME mm 2>/dev/null | tail -1)" == "$master" ]] && break
+    (($(redis-cli -p "$master" CLIENT LIST | grep -c 'name=sentinel-') >= 2)) && break
     nap 0.05
   done
-  # The Sentinel's own connections are the last the master takes.
   n="$(redis-cli -p "$master" CLIENT LIST | wc -l)"
   redis-cli -p "$master" CONFIG SET maxclients "$((n - 1))" >/dev/null
   rl 69 -u "redis-sentinel://127.0.0.1:$sport/0#mm" acquire full-master -n
