@@ -94,6 +94,11 @@ lock::LockClient* Heartbeat::client_after_stop() {
     m_active->backend().set_interrupt_fd(m_spare_interrupt_fd);
     return m_active;
   }
+  // Its own connection never renewed (the command ended before the first
+  // renewal, or it could not be had): it followed nothing, and may not even
+  // be open; the owner's is (a release through a new connection to a
+  // server at its maxclients would fail).
+  if (!m_own_renewed && m_target.spare) return m_target.spare;
   return &*m_client;
 }
 
@@ -148,7 +153,6 @@ void Heartbeat::loop() {
   warn_of_eviction(client, due);
   int failures = 0;
   m_active = &client;
-  bool own_renewed = false;
   while (sleep_until(due)) {
     const auto sent = Clock::now();
     // Past this point the main thread is already terminating the command:
@@ -156,12 +160,12 @@ void Heartbeat::loop() {
     if (sent >= terminate_by(confirmed, m_timing)) return;
     const Deadline attempt_by = attempt_deadline(sent, confirmed, m_timing);
     auto renewed = m_active->renew(m_target.name, m_target.token, m_timing.ttl, attempt_by);
-    if (renewed && m_active == &client) own_renewed = true;
+    if (renewed && m_active == &client) m_own_renewed = true;
     // Its own connection never had: the server may be refusing new
     // clients (maxclients, every place taken by the queue this lock came
     // from), while the connection the lock was taken on is open and idle.
     // The renewal goes through that one from then on.
-    if (!renewed && !own_renewed && m_active == &client && m_target.spare &&
+    if (!renewed && !m_own_renewed && m_active == &client && m_target.spare &&
         renewed.error().code != Error::Code::interrupted &&
         renewed.error().code != Error::Code::not_owner) {
       m_spare_interrupt_fd = m_target.spare->backend().interrupt_fd();

@@ -79,8 +79,8 @@ class Heartbeat {
   void stop();
 
   /// After stop(): the client the heartbeat renewed with (the spare, once
-  /// it took over), or nullptr when its thread never ran (a command shorter
-  /// than k_start_after). Its
+  /// it took over, or when its own never renewed), or nullptr when its
+  /// thread never ran (a command shorter than k_start_after). Its
   /// backend has followed the lock through whatever happened while the
   /// command ran (a failover, a redirection, a reconnection), which the
   /// owner's, unused since the grant, has not: a release sent through the
@@ -109,6 +109,9 @@ class Heartbeat {
   lock::LockClient* m_active = nullptr;
   /// The spare's interrupt fd before the thread lent it the stop eventfd.
   int m_spare_interrupt_fd = -1;
+  /// Whether a renewal went through the thread's own client (written by
+  /// the thread, read after it is joined).
+  bool m_own_renewed = false;
   Timing m_timing;
   Deadline m_starts_at;
   bool m_started = false;
