@@ -18,6 +18,7 @@ setup_file() {
 
 teardown_file() {
   stop_cluster
+  stop_all_redis
 }
 
 setup() {
@@ -436,3 +437,27 @@ run_to_freeze() {
   done
 }
 
+@test "cluster as a quorum member: a Cluster and two servers are a quorum; with one server dead, the Cluster and the other make the majority" {
+  local plain1 plain2 plain2_pid q token
+  start_redis
+  plain1="$REDIS_PORT"
+  start_redis
+  plain2="$REDIS_PORT" plain2_pid="$REDIS_PID"
+  # A member counts once it has been up for the TTL (2 s), which a server
+  # says a second late (INFO's uptime_in_seconds, rounded down).
+  sleep 3.5
+  q="$(cluster_url),redis://127.0.0.1:$plain1/0,redis://127.0.0.1:$plain2/0"
+  RLOCK_URL="$q" rl 0 acquire qc -n -t 2s
+  token="$output"
+  RLOCK_URL="$q" rl 0 status qc -t 2s
+  assert_output --regexp "(ok|disagrees) +redis://127\.0\.0\.1:${CLUSTER_PORTS%% *}/0  holders"
+  RLOCK_URL="$q" rl 0 release qc --token "$token"
+  kill -KILL "$plain2_pid"
+  RLOCK_URL="$q" rl 0 acquire qc2 -n -t 2s
+  token="$output"
+  # The Cluster's vote is in the majority: the lock is on its master.
+  assert_equal "$(cluster_cli "$(master_of_lock qc2)" EXISTS 'rlock:{qc2}:h')" 1
+  RLOCK_URL="$q" rl 75 acquire qc2 -n -t 2s
+  RLOCK_URL="$q" rl 0 release qc2 --token "$token"
+  assert_equal "$(cluster_cli "$(master_of_lock qc2)" EXISTS 'rlock:{qc2}:h')" 0
+}
