@@ -136,9 +136,9 @@ class Backend {
   }
 
   /// For status, after its reads: what an operator should know of the
-  /// server they went to. A replica cut off from its master
-  /// (cut_off_replica), whose copy may show a held lock as free; a server
-  /// that may evict a lock's keys (evicting_server). None by default: a
+  /// server they went to (backend::server_warnings in node.h): a replica
+  /// cut off from its master, whose copy may show a held lock as free; a
+  /// server that may evict a lock's keys. None by default: a
   /// Cluster listing reads several masters, and a quorum shows a replica
   /// member as such.
   virtual std::vector<std::string> server_warnings() { return {}; }

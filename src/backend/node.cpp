@@ -89,12 +89,14 @@ const redis::Script& lock_script() {
   return script;
 }
 
-std::optional<std::string> cut_off_replica(redis::Connection& conn, Deadline deadline) {
-  const std::vector<std::string> args{"ROLE"};
-  auto role = conn.command(args, deadline);
+namespace {
+
+/// A ROLE reply of a replica whose link to its master is not up: the
+/// warning that what it shows may be out of date, naming the master.
+std::optional<std::string> cut_off_replica(const redis::Reply& role, const std::string& where) {
   // A replica: ["slave", master host, master port, link state, offset].
-  if (!role || role_name(*role) != "slave" || role->elements.size() < 4) return std::nullopt;
-  const auto& e = role->elements;
+  if (role_name(role) != "slave" || role.elements.size() < 4) return std::nullopt;
+  const auto& e = role.elements;
   const std::string& state = e[3].str;
   if (state == "connected") return std::nullopt;
   const std::string port =
@@ -102,8 +104,26 @@ std::optional<std::string> cut_off_replica(redis::Connection& conn, Deadline dea
   return fmt::format(
       "{} is a replica whose link to its master {}:{} is down ({}): what it shows may be out of "
       "date (a lock held on the master shown as free, or a holder that is gone); ask the master",
-      conn.describe(), e[1].str, port, state.empty() ? "no state" : state);
+      where, e[1].str, port, state.empty() ? "no state" : state);
 }
+
+/// An INFO memory reply of a server with a maxmemory and a policy other
+/// than noeviction (every key of a lock but its fence counter has an
+/// expiry, so volatile-* policies evict held locks too): the warning.
+std::optional<std::string> evicting_server(const redis::Reply& info, const std::string& where) {
+  if (info.type != redis::Reply::Type::string) return std::nullopt;
+  const std::string_view maxmemory = info_field(info.str, "maxmemory");
+  const std::string_view policy = info_field(info.str, "maxmemory_policy");
+  if (maxmemory.empty() || maxmemory == "0" || policy.empty() || policy == "noeviction")
+    return std::nullopt;
+  return fmt::format(
+      "{} may evict the keys of its locks (maxmemory {} bytes, maxmemory-policy {}): an evicted "
+      "lock lets a second holder in while the first still runs; use maxmemory-policy noeviction "
+      "(see REDIS REQUIREMENTS in rlock(1))",
+      where, maxmemory, policy);
+}
+
+}  // namespace
 
 /// The value of `field` in an INFO reply ("field:value" lines), or "".
 std::string_view info_field(std::string_view info, std::string_view field) {
@@ -119,19 +139,17 @@ std::string_view info_field(std::string_view info, std::string_view field) {
   return {};
 }
 
-std::optional<std::string> evicting_server(redis::Connection& conn, Deadline deadline) {
-  const std::vector<std::string> args{"INFO", "memory"};
-  auto info = conn.command(args, deadline);
-  if (!info || info->type != redis::Reply::Type::string) return std::nullopt;
-  const std::string_view maxmemory = info_field(info->str, "maxmemory");
-  const std::string_view policy = info_field(info->str, "maxmemory_policy");
-  if (maxmemory.empty() || maxmemory == "0" || policy.empty() || policy == "noeviction")
-    return std::nullopt;
-  return fmt::format(
-      "{} may evict the keys of its locks (maxmemory {} bytes, maxmemory-policy {}): an evicted "
-      "lock lets a second holder in while the first still runs; use maxmemory-policy noeviction "
-      "(see REDIS REQUIREMENTS in rlock(1))",
-      conn.describe(), maxmemory, policy);
+std::vector<std::string> server_warnings(redis::Connection& conn, Deadline deadline) {
+  std::vector<std::string> warnings;
+  // Both questions in one round trip; a refused one (an error reply in its
+  // place) or no answer says nothing.
+  auto replies = conn.pipeline({{"ROLE"}, {"INFO", "memory"}}, deadline);
+  if (!replies || replies->size() != 2) return warnings;
+  if (auto stale = cut_off_replica((*replies)[0], conn.describe()))
+    warnings.push_back(std::move(*stale));
+  if (auto evicting = evicting_server((*replies)[1], conn.describe()))
+    warnings.push_back(std::move(*evicting));
+  return warnings;
 }
 
 bool pause_before_retry(Millis pause, Deadline deadline, int interrupt_fd) {

@@ -129,17 +129,13 @@ inline constexpr Millis k_fewer_replicas_accepted{10'000};
 /// The ACL user a connection with `options` authenticates as.
 std::string acl_user_of(const redis::ConnectOptions& options);
 
-/// Asks `conn`'s server ROLE: when it is a replica whose link to its master
-/// is not up, a warning that what it shows may be out of date (a lock held
-/// on the master shown as free, or an old holder), naming the master;
-/// nullopt otherwise, and when ROLE is refused or unanswered.
-std::optional<std::string> cut_off_replica(redis::Connection& conn, Deadline deadline);
-
-/// Asks `conn`'s server INFO memory: when it has a maxmemory and a policy
-/// other than noeviction (every key of a lock but its fence counter has an
-/// expiry, so volatile-* policies evict held locks too), a warning that
-/// names both; nullopt otherwise, and when INFO is refused or unanswered.
-std::optional<std::string> evicting_server(redis::Connection& conn, Deadline deadline);
+/// Asks `conn`'s server ROLE and INFO memory (one round trip) and warns of
+/// what an operator reading status should know: a replica whose link to its
+/// master is not up (what it shows may be out of date: a lock held on the
+/// master shown as free, or an old holder), naming the master; a server
+/// with a maxmemory and a policy other than noeviction, which may evict a
+/// lock's keys, naming both. Nothing for a question refused or unanswered.
+std::vector<std::string> server_warnings(redis::Connection& conn, Deadline deadline);
 
 /// The value of `field` in an INFO reply (lines "field:value", CRLF or LF),
 /// or "" when it has none.

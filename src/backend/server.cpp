@@ -46,13 +46,8 @@ class ServerBackend final : public Backend {
   }
 
   std::vector<std::string> server_warnings() override {
-    std::vector<std::string> warnings;
-    if (m_cluster || !m_connection) return warnings;
-    if (auto stale = cut_off_replica(*m_connection, Clock::now() + command_timeout()))
-      warnings.push_back(std::move(*stale));
-    if (auto evicting = evicting_server(*m_connection, Clock::now() + command_timeout()))
-      warnings.push_back(std::move(*evicting));
-    return warnings;
+    if (m_cluster || !m_connection) return {};
+    return backend::server_warnings(*m_connection, Clock::now() + command_timeout());
   }
 
   void set_interrupt_fd(int fd) override {

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -290,8 +289,7 @@ void Context::report_busy(lock::LockClient& client, const std::string& name,
 
 Error signal_pipe_failure(int err) {
   return Error{Error::Code::internal,
-               fmt::format("pipe: {}{}", std::strerror(err),
-                           err == EMFILE || err == ENFILE ? " (a local limit: ulimit -n)" : "")};
+               fmt::format("pipe: {}{}", std::strerror(err), descriptor_limit_hint(err))};
 }
 
 void add_name_option(CLI::App& app, std::string& name) {

@@ -345,9 +345,8 @@ Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string
       error = errno;
       // Out of descriptors is this process's limit, not the server's
       // outage (69): no retry mends it.
-      if (error == EMFILE || error == ENFILE)
-        return cannot(Error::Code::internal,
-                      fmt::format("{} (a local limit: ulimit -n)", system_message(error)));
+      if (out_of_descriptors(error))
+        return cannot(Error::Code::internal, system_message(error) + descriptor_limit_hint(error));
       continue;
     }
     if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) ==
@@ -605,9 +604,9 @@ Result<bool> Transport::open_step() {
     m_fd = make_socket(address.storage.ss_family);
     if (m_fd.get() < 0) {
       o.error = errno;
-      if (o.error == EMFILE || o.error == ENFILE)
+      if (out_of_descriptors(o.error))
         return failure(Error::Code::internal,
-                       fmt::format("{} (a local limit: ulimit -n)", system_message(o.error)));
+                       system_message(o.error) + descriptor_limit_hint(o.error));
       continue;
     }
     if (connect(m_fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) ==

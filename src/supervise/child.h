@@ -56,7 +56,7 @@ struct Launch {
 /// The "must be dead by" points of the enclosing runs (`rlock run A --
 /// rlock run B -- CMD`: A's, seen from B), read from the deadline pages
 /// whose descriptors RLOCK_DEADLINES names (see Guardian): each a
-/// CLOCK_MONOTONIC time in ns, 0 for none yet. Mapped read-only for the
+/// Clock (CLOCK_BOOTTIME) time in ns, 0 for none yet. Mapped read-only for the
 /// rest of the process (and its guardian's) life; a descriptor that is not
 /// such a page (closed, reused, forged) is skipped.
 std::vector<const std::int64_t*> enclosing_deadlines();

@@ -3,7 +3,8 @@
 /// be terminated so that it is dead before the lease can expire, and which
 /// --kill-after / --ttl combinations make that possible at all.
 ///
-/// All times are local and monotonic (steady_clock). The server's lease ends
+/// All times are local and monotonic (Clock: CLOCK_BOOTTIME, which also
+/// counts a suspend of the machine). The server's lease ends
 /// at (server time when it ran the script) + TTL, which is never earlier than
 /// (our clock when we *sent* the command) + TTL, up to the clocks' rate
 /// difference. So every deadline here starts from the send time of the last

@@ -1,6 +1,16 @@
 #include "util/error.h"
 
+#include <cerrno>
+
 namespace rlock {
+
+bool out_of_descriptors(int err) {
+  return err == EMFILE || err == ENFILE;
+}
+
+const char* descriptor_limit_hint(int err) {
+  return out_of_descriptors(err) ? " (a local limit: ulimit -n)" : "";
+}
 
 ExitStatus exit_status(Error::Code code) {
   switch (code) {

@@ -76,4 +76,11 @@ inline std::unexpected<Error> fail(Error::Code code, std::string message) {
 /// chosen by the user (-E), so it is passed in.
 ExitStatus exit_status(Error::Code code);
 
+/// Whether `err` (an errno) is this process's or the system's limit on open
+/// descriptors (EMFILE, ENFILE): no retry or server mends it.
+bool out_of_descriptors(int err);
+/// What a message adds to such an errno: " (a local limit: ulimit -n)", or
+/// nothing for any other.
+const char* descriptor_limit_hint(int err);
+
 }  // namespace rlock
