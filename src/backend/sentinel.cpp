@@ -125,7 +125,9 @@ int live_replicas(const redis::Reply& reply) {
 }
 
 Result<redis::Connection> connect_master(const Target& target, int interrupt_fd, Deadline deadline,
-                                         Discovery& discovery) {
+                                         Discovery& discovery,
+                                         std::optional<redis::Connection> current,
+                                         std::optional<redis::Connection>* kept) {
   const auto& sentinels = target.sentinels;
   std::vector<std::string> problems;
   std::size_t answered = 0, unknown = 0;
@@ -152,7 +154,13 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     // its connections still routed) cannot take the others' time: with
     // three, a hung first one costs a third of the timeout, not all of it.
     const Deadline by = Clock::now() + (deadline - Clock::now()) / (sentinels.size() - k);
-    auto sentinel = redis::Connection::connect(within(sentinels[index], interrupt_fd, by));
+    // The Sentinel that answered last time, over the connection it
+    // answered on (one closed since is opened again by the question).
+    const bool again = k == 0 && kept && *kept;
+    auto sentinel = again ? Result<redis::Connection>(std::move(**kept))
+                          : redis::Connection::connect(within(sentinels[index], interrupt_fd, by));
+    if (kept) kept->reset();
+    if (again) sentinel->set_interrupt_fd(interrupt_fd);
     if (!sentinel) {
       if (sentinel.error().code == Error::Code::interrupted) return sentinel;
       failed(sentinel.error(), sentinels[index].url);
@@ -184,7 +192,15 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     // Half of what is left at most: a master that hangs is failing over,
     // and the Sentinels will name its successor (failover_try_deadline).
     const Deadline master_by = failover_try_deadline(deadline);
-    auto master = redis::Connection::connect(within(options, interrupt_fd, master_by));
+    // The master named before, at the same address: its connection again
+    // (once: if its ROLE fails, a fresh connection is made below).
+    const bool same = current && current->describe() == options.url.redacted();
+    auto master = same ? Result<redis::Connection>(std::move(*current))
+                       : redis::Connection::connect(within(options, interrupt_fd, master_by));
+    if (same) {
+      current.reset();
+      master->set_interrupt_fd(interrupt_fd);
+    }
     if (!master) {
       if (master.error().code == Error::Code::interrupted) return master;
       // Wrong master credentials are the user's to fix, not a failover.
@@ -211,6 +227,7 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     discovery.no_sentinel = false;
     discovery.found = true;
     discovery.replicas = answer->replicas;
+    if (kept) kept->emplace(std::move(*sentinel));
     return std::move(*master);
   }
   discovery.no_sentinel = answered == 0;

@@ -139,6 +139,9 @@ class ServerBackend final : public Backend {
   std::optional<redis::Connection> m_dropped;  // see drop_connection()
   int m_interrupt_fd = -1;
   Discovery m_discovery;
+  /// The connection to the Sentinel that named the master (see
+  /// connect_master).
+  std::optional<redis::Connection> m_sentinel;
   /// The master of the current connection (its redacted URL), and the most
   /// replicas it has been seen with (ROLE). With --replicas all, a lease
   /// must reach that many even when fewer are connected now: the first
@@ -196,20 +199,34 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
   // second, never asked again, and renewed on an abandoned master for the
   // whole run while a second holder had the lock on the new one.)
   constexpr Millis k_sentinel_recheck{1000};
-  if (sentinel() && m_connection && Clock::now() - m_asked_at >= k_sentinel_recheck)
-    drop_connection();
+  // The connection is offered back: when the Sentinels name the same
+  // master and it still says it is one, it is kept (one ROLE instead of a
+  // new connection, and its TLS handshake, each time). One with a request
+  // given up on is not: it is kept aside for part().
+  std::optional<redis::Connection> current;
+  if (sentinel() && m_connection && Clock::now() - m_asked_at >= k_sentinel_recheck) {
+    if (!m_connection->has_stale() && m_connection->in_flight() == 0) {
+      current.emplace(std::move(*m_connection));
+      m_connection.reset();
+    } else {
+      drop_connection();
+    }
+  }
   if (!m_connection) {
     Result<redis::Connection> connected =
-        sentinel() ? connect_master(m_target, m_interrupt_fd, deadline, m_discovery) : [&] {
-          redis::ConnectOptions options = m_target.server;
-          options.interrupt_fd = m_interrupt_fd;
-          // Within the caller's deadline too (as under Sentinel): a
-          // renewal's is shorter than the time left on the lock, and a
-          // waiter leaving its queue after a signal has a second for it.
-          options.connect_timeout = std::clamp(std::chrono::ceil<Millis>(deadline - Clock::now()),
-                                               Millis(1), options.connect_timeout);
-          return redis::Connection::connect(options);
-        }();
+        sentinel() ? connect_master(m_target, m_interrupt_fd, deadline, m_discovery,
+                                    std::move(current), &m_sentinel)
+                   : [&] {
+                       redis::ConnectOptions options = m_target.server;
+                       options.interrupt_fd = m_interrupt_fd;
+                       // Within the caller's deadline too (as under Sentinel): a
+                       // renewal's is shorter than the time left on the lock, and a
+                       // waiter leaving its queue after a signal has a second for it.
+                       options.connect_timeout =
+                           std::clamp(std::chrono::ceil<Millis>(deadline - Clock::now()), Millis(1),
+                                      options.connect_timeout);
+                       return redis::Connection::connect(options);
+                     }();
     if (!connected) return std::unexpected(connected.error());
     // Another master (a failover): one of the replicas seen is now the
     // master, so one fewer is expected of it until it shows more.

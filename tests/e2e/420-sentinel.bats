@@ -338,6 +338,29 @@ releases_across_failover() {
   done
 }
 
+@test "sentinel: asking the Sentinels again each second keeps the connections to the master and to the Sentinel that answered" {
+  # Each renewal of a run under Sentinel asks them where the master is. It
+  # used to connect to a Sentinel and to the master anew each time (a TCP
+  # connection, a TLS handshake and AUTH for each, per renewal, for every
+  # running job).
+  local port n before=() after=()
+  port="$(master_port)"
+  connections() {
+    info_field "$(node_cli "$port" INFO stats)" total_connections_received
+    for n in 1 2 3; do info_field "$(sentinel_cli "$n" INFO stats)" total_connections_received; done
+  }
+  mapfile -t before < <(connections)
+  rl 0 run keep -t 2s --replicas 0 -- sleep 6
+  mapfile -t after < <(connections)
+  # The run's two connections (the lock's, the heartbeat's) and this
+  # question's own; before, one more for each of ~9 renewals.
+  n=$((after[0] - before[0]))
+  ((n <= 4)) || fail "the master was connected to $n times during the run"
+  # Likewise the Sentinels: the two connections and the three questions.
+  n=$((after[1] + after[2] + after[3] - before[1] - before[2] - before[3]))
+  ((n <= 6)) || fail "the Sentinels were connected to $n times during the run"
+}
+
 @test "sentinel: a queued waiter that gives up on an outage at the end of -w says how long the outage lasted, not its last try" {
   local master n
   master="$(master_port)"
