@@ -25,6 +25,11 @@ std::string age_shown(const lock::HolderView& h) {
   return h.recorded ? format_duration(h.age) : "?";
 }
 
+/// A number from a record as the text shows it: "?" when it is missing.
+std::string recorded_number(bool recorded, std::int64_t n) {
+  return recorded ? std::to_string(n) : "?";
+}
+
 bool g_stdout_closed = false;
 unsigned g_claimed_fds = 0;
 
@@ -73,10 +78,12 @@ void name_fields(Json::Object& o, const std::string& name) {
   if (!valid_utf8(name)) o.emplace_back("name_b64", base64(name));
 }
 
-void who_fields(Json::Object& o, const lock::Identity& who) {
+/// `recorded`: false for a holder or waiter whose record is missing, whose
+/// pid is unknown (null), not 0.
+void who_fields(Json::Object& o, const lock::Identity& who, bool recorded = true) {
   o.emplace_back("owner", who.owner);
   o.emplace_back("host", who.host);
-  o.emplace_back("pid", who.pid);
+  o.emplace_back("pid", recorded ? Json(static_cast<long long>(who.pid)) : Json());
   o.emplace_back("command", who.command);
 }
 
@@ -99,10 +106,13 @@ Json audit_json(const lock::AuditView& a) {
 }
 
 /// who_fields, written straight.
-void write_who(JsonWriter& o, const lock::Identity& who) {
+void write_who(JsonWriter& o, const lock::Identity& who, bool recorded) {
   o.text("owner", who.owner);
   o.text("host", who.host);
-  o.integer("pid", static_cast<std::int64_t>(who.pid));
+  if (recorded)
+    o.integer("pid", static_cast<std::int64_t>(who.pid));
+  else
+    o.name("pid") += "null";
   o.text("command", who.command);
 }
 
@@ -111,13 +121,16 @@ void write_holder(std::string& out, const lock::HolderView& h) {
   JsonWriter o(out);
   o.text("id", h.id);
   o.text("mode", h.mode);
-  write_who(o, h.who);
+  write_who(o, h.who, h.recorded);
   if (h.recorded)
     o.integer("age_ms", static_cast<std::int64_t>(h.age.count()));
   else
     o.name("age_ms") += "null";
   o.integer("ttl_ms", static_cast<std::int64_t>(h.ttl_left.count()));
-  o.integer("fence", h.fence);
+  if (h.recorded)
+    o.integer("fence", h.fence);
+  else
+    o.name("fence") += "null";
 }
 
 /// waiter_json, written straight into `out`.
@@ -126,7 +139,7 @@ void write_waiter(std::string& out, const lock::WaiterView& w) {
   o.integer("position", static_cast<std::int64_t>(w.position));
   o.text("id", w.id);
   o.text("mode", w.mode);
-  write_who(o, w.who);
+  write_who(o, w.who, w.recorded);
   if (w.recorded)
     o.integer("waiting_ms", static_cast<std::int64_t>(w.waiting.count()));
   else
@@ -233,10 +246,10 @@ unsigned claimed_standard_fds() {
 
 Json holder_json(const lock::HolderView& h) {
   Json::Object o{{"id", h.id}, {"mode", h.mode}};
-  who_fields(o, h.who);
+  who_fields(o, h.who, h.recorded);
   o.emplace_back("age_ms", h.recorded ? Json(static_cast<long long>(h.age.count())) : Json());
   o.emplace_back("ttl_ms", static_cast<long long>(h.ttl_left.count()));
-  o.emplace_back("fence", static_cast<long long>(h.fence));
+  o.emplace_back("fence", h.recorded ? Json(static_cast<long long>(h.fence)) : Json());
   return Json(std::move(o));
 }
 
@@ -291,8 +304,11 @@ Result<void> print_forced(const std::string& name, const std::vector<lock::Holde
   }
   std::string out;
   for (const auto& h : evicted)
-    out += fmt::format("evicted {} from lock {}: {} on {}, fence {}\n", printable(h.id),
-                       quoted_name(name), describe_holder(h), printable(h.who.host), h.fence);
+    out += h.recorded
+               ? fmt::format("evicted {} from lock {}: {} on {}, fence {}\n", printable(h.id),
+                             quoted_name(name), describe_holder(h), printable(h.who.host), h.fence)
+               : fmt::format("evicted {} from lock {}: a holder without a record\n",
+                             printable(h.id), quoted_name(name));
   return out.empty() ? Result<void>{} : emit(out);
 }
 
@@ -314,8 +330,9 @@ Result<void> print_status(const lock::LockView& v, bool json) {
                        "MODE", "OWNER", "HOST", "PID", "AGE", "TTL", "FENCE", fence, "COMMAND");
     for (const auto& h : v.holders)
       out += fmt::format("  {:<8}  {}  {}  {}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n", printable(h.id),
-                         cell(h.mode, 9), cell(h.who.owner, 20), cell(h.who.host, 14), h.who.pid,
-                         age_shown(h), format_duration(h.ttl_left), h.fence, fence,
+                         cell(h.mode, 9), cell(h.who.owner, 20), cell(h.who.host, 14),
+                         recorded_number(h.recorded, h.who.pid), age_shown(h),
+                         format_duration(h.ttl_left), recorded_number(h.recorded, h.fence), fence,
                          printable(h.who.command));
   }
   if (!v.waiters.empty()) {
@@ -323,7 +340,7 @@ Result<void> print_status(const lock::LockView& v, bool json) {
     for (const auto& w : v.waiters)
       out += fmt::format("  {:>3}. {:<8}  {}  {}  {}  {:>7}  waiting {}  {}\n", w.position,
                          printable(w.id), cell(w.mode, 9), cell(w.who.owner, 20),
-                         cell(w.who.host, 14), w.who.pid,
+                         cell(w.who.host, 14), recorded_number(w.recorded, w.who.pid),
                          w.recorded ? format_duration(w.waiting) : "?", printable(w.who.command));
   }
   if (!v.members.empty()) {

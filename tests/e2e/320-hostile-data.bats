@@ -59,19 +59,23 @@ EOF2
   rl 0 acquire unrecorded -t 60s
   rcli DEL 'rlock:{unrecorded}:i' >/dev/null
   rl 0 status unrecorded
-  # Its line: the id, no owner, host or mode, pid 0, AGE "?", then the TTL.
-  assert_line --regexp '^  [0-9a-f]{8} +0 +\? +[0-9.]+s +0'
+  # Its line: the id, no owner, host or mode, PID and AGE "?", the TTL,
+  # FENCE "?" (not a pid or fence 0, which read as real ones).
+  assert_line --regexp '^  [0-9a-f]{8} +\? +\? +[0-9.]+s +\? *$'
   refute_output --regexp '[0-9]h'
   rl 0 status
   assert_line --regexp '^unrecorded +exclusive +1 +\? +[0-9.]+s'
   rl 0 status unrecorded --json
-  assert_equal "$(json 'd["holders"][0]["age_ms"] is None and d["holders"][0]["ttl_ms"] > 0')" true
+  assert_equal "$(json '(h := d["holders"][0])["age_ms"] is None and h["ttl_ms"] > 0 and h["pid"] is None and h["fence"] is None')" true
   rl 0 status --json
-  assert_equal "$(json 'd["locks"][0]["holders"][0]["age_ms"] is None')" true
+  assert_equal "$(json '(h := d["locks"][0]["holders"][0])["age_ms"] is None and h["pid"] is None and h["fence"] is None')" true
   # A busy acquire names the holder without an empty host or an age.
   rl 75 -v acquire unrecorded -n
   refute_stderr --partial ' on '
   refute_stderr --partial ' for '
+  # A forced release says whom it evicted without an empty host or fence 0.
+  rl 0 release --force unrecorded
+  assert_output --regexp "^evicted [0-9a-f]{8} from lock 'unrecorded': a holder without a record$"
 }
 
 @test "hostile data: a foreign key at a lock's name is listed as broken, not fatal" {
