@@ -352,13 +352,16 @@ releases_across_failover() {
   mapfile -t before < <(connections)
   rl 0 run keep -t 2s --replicas 0 -- sleep 6
   mapfile -t after < <(connections)
-  # The run's two connections (the lock's, the heartbeat's) and this
-  # question's own; before, one more for each of ~9 renewals.
+  # The run's two connections (the lock's, the heartbeat's), this
+  # question's own, and two to spare (a Sentinel or replica reconnecting
+  # on a loaded machine); the build before made 7: one more each time the
+  # Sentinels were asked (every other renewal).
   n=$((after[0] - before[0]))
-  ((n <= 4)) || fail "the master was connected to $n times during the run"
-  # Likewise the Sentinels: the two connections and the three questions.
+  ((n <= 5)) || fail "the master was connected to $n times during the run"
+  # Likewise the Sentinels: the two connections, the three questions, two
+  # to spare (the build before: 10).
   n=$((after[1] + after[2] + after[3] - before[1] - before[2] - before[3]))
-  ((n <= 6)) || fail "the Sentinels were connected to $n times during the run"
+  ((n <= 7)) || fail "the Sentinels were connected to $n times during the run"
 }
 
 @test "sentinel: a queued waiter that gives up on an outage at the end of -w says how long the outage lasted, not its last try" {
