@@ -169,7 +169,7 @@ teardown() {
   # write: before, a renewal began with one (ZADD) and the holder lost its
   # lock (79), and the queued waiter's re-check failed (76).
   rcli CONFIG SET maxmemory-policy noeviction >/dev/null
-  bg_rlock holder run -t 1500ms full -- sh -c "echo >\"$BATS_TEST_TMPDIR/held\"; sleep 4"
+  bg_rlock holder run -t 1500ms full -- sh -c "echo >\"$BATS_TEST_TMPDIR/held\"; sleep 9"
   wait_for_file "$BATS_TEST_TMPDIR/held"
   bg_rlock waiter run -w 30s -t 1500ms full -- echo waiter-ran
   wait_waiters full 1
@@ -178,7 +178,9 @@ teardown() {
   assert_stderr --partial 'OOM command not allowed'
   rl 76 acquire full -w 5s
   assert_stderr --partial 'OOM command not allowed'
-  # Renewals every 0.5 s and the waiter's re-checks every second, for 4 s.
+  # Renewals every 0.5 s and the waiter's re-checks every second, for 9 s:
+  # longer than two waiter leases, after which the queue's keys expired
+  # under the waiter, which had to join again and was refused (probe D).
   bg_wait holder 0 15
   bg_wait waiter 0 15
   run cat "$BATS_TEST_TMPDIR/waiter.out"

@@ -28,6 +28,40 @@ teardown() {
   rl 1 status fifo
 }
 
+@test "fifo: waiters queued longer than two waiter leases keep their order and their place" {
+  # The queue's keys (Q, X) must be extended by the waiters' re-checks. They
+  # were not while the lease key L outlived them (extended first by every
+  # re-check, since it must be at a full server, and by the holder's
+  # renewals): Q and X expired about 6 s after the last waiter joined, every
+  # waiter joined again at its next re-check, in no particular order, and at
+  # a full server was refused (76). Probe D: 3 of 3, served W2 W3 W1.
+  local i
+  # A holder that renews (every second), as a run's does.
+  session h "\"\$RLOCK\" run kept -t 3s -- sleep 14"
+  for ((i = 0; i < 50; i++)); do
+    [[ "$(rcli EXISTS 'rlock:{kept}:h')" == 1 ]] && break
+    nap 0.1
+  done
+  for i in 1 2 3; do
+    session "w$i" "T=\$(\"\$RLOCK\" acquire kept -w 60s --owner W$i) || exit 9
+      echo W$i >>\"\$DIR/order\"
+      \"\$RLOCK\" release kept --token \"\$T\""
+    wait_waiters kept "$i"
+  done
+  # Three waiter leases, checked every half second: the queue keeps its
+  # keys and its order (positions as they joined).
+  for i in $(seq 1 18); do
+    run rcli PTTL 'rlock:{kept}:q'
+    ((output > 0)) || fail "the queue key expired ($output) after $((i / 2)) s"
+    nap 0.5
+  done
+  rl 0 status kept --json
+  assert_equal "$(json '[w["owner"] for w in d["waiters"]]')" '["W1", "W2", "W3"]'
+  wait_sessions
+  run cat "$BATS_TEST_TMPDIR/order"
+  assert_output "$(printf 'W%s\n' 1 2 3)"
+}
+
 @test "fifo: a waiter acquires promptly after the release, not at its next poll" {
   # Five handoffs, each released as soon as the waiter is seen queued: a
   # polling waiter would sleep until its next re-check, about 1 s after it

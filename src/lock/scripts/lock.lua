@@ -475,16 +475,22 @@ end
 
 
 -- A waiter's lease now ends at `at`; `joined` when it just entered the queue.
--- Q, X and L get the same expiry here, so that they vanish together: a
--- waiter left in Q without its lease in L could never be purged. They are
--- extended a whole lease beyond `at`, so the re-checks of a long queue (one
--- per waiter per second) mostly find nothing to write, and no earlier than
--- I (see cover_records).
+-- Q, X and L get the same expiry here, so that a waiter left in Q never
+-- outlives its lease in L (it could never be purged). They are extended a
+-- whole lease beyond `at`, so the re-checks of a long queue (one per waiter
+-- per second) mostly find nothing to write, and no earlier than I (see
+-- cover_records). Whether to is read from Q: L is extended elsewhere (by
+-- cover_records, and first by a queued waiter's re-check, see OOM), and
+-- reading it, the re-checks stopped extending Q and X, which expired under
+-- a queue that a holder kept waiting: every waiter joined again, in no
+-- particular order (probe D).
 local function cover_queue(at, joined)
-  local left = redis.call('PTTL', L)
+  local left = redis.call('PTTL', Q)
   if joined or left < 0 or now + left < at then
     local to = at + (at - now)
     if left > 0 and now + left > to then to = now + left end
+    local leases = redis.call('PTTL', L)
+    if leases > 0 and now + leases > to then to = now + leases end
     local records = redis.call('PTTL', I)
     if records > 0 and now + records > to then to = now + records end
     redis.call('PEXPIREAT', Q, to)
