@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "lock/lock.h"
+#include "util/process.h"
 
 namespace rlock::supervise {
 
@@ -84,6 +85,10 @@ void Heartbeat::stop() {
   if (!m_thread.joinable()) return;
   signal_eventfd(m_stop.get());
   m_thread.join();
+  // What it warned of reaches stderr before the messages after it, unless
+  // nobody reads stderr.
+  constexpr int k_flush_ms = 200;
+  flush_stderr_writer(k_flush_ms);
 }
 
 lock::LockClient* Heartbeat::client_after_stop() {
@@ -143,6 +148,8 @@ void Heartbeat::warn_of_eviction(lock::LockClient& client, Deadline due) {
 }
 
 void Heartbeat::loop() {
+  // Its warnings (and a quorum's, from its members) never hold up a renewal.
+  stderr_never_blocks_this_thread();
   lock::LockClient& client = m_client.emplace(std::move(m_target.backend));
   Deadline confirmed = m_beat.confirmed;  // only this thread writes it
   Deadline due = next_renewal(confirmed, m_timing);

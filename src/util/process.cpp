@@ -6,9 +6,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace rlock {
 
@@ -99,7 +104,73 @@ pid_t parent_of(pid_t pid) {
   return ppid;
 }
 
+namespace {
+
+thread_local bool t_hand_off = false;
+
+/// The lines the writer thread has to write. Never destroyed (leaked): the
+/// thread may still be blocked in write() while the process exits.
+struct StderrWriter {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::string> lines;
+  bool writing = false;
+  bool started = false;
+
+  void loop() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      changed.wait(lock, [this] { return !lines.empty(); });
+      std::string line = std::move(lines.front());
+      lines.pop_front();
+      writing = true;
+      lock.unlock();
+      to_stderr(line);
+      lock.lock();
+      writing = false;
+      changed.notify_all();
+    }
+  }
+};
+
+StderrWriter& stderr_writer() {
+  static StderrWriter* writer = new StderrWriter;
+  return *writer;
+}
+
+void hand_off(std::string_view text) noexcept {
+  constexpr std::size_t k_most_waiting = 64;
+  StderrWriter& w = stderr_writer();
+  try {
+    std::lock_guard lock(w.mutex);
+    if (!w.started) {
+      std::thread([&w] { w.loop(); }).detach();
+      w.started = true;
+    }
+    if (w.lines.size() >= k_most_waiting) return;
+    w.lines.emplace_back(text);
+    w.changed.notify_all();
+  } catch (...) {
+    // No thread, or no memory: the line is dropped rather than blocking.
+  }
+}
+
+}  // namespace
+
+void stderr_never_blocks_this_thread() noexcept {
+  t_hand_off = true;
+}
+
+void flush_stderr_writer(int ms) noexcept {
+  StderrWriter& w = stderr_writer();
+  std::unique_lock lock(w.mutex);
+  if (!w.started) return;
+  w.changed.wait_for(lock, std::chrono::milliseconds(ms),
+                     [&w] { return w.lines.empty() && !w.writing; });
+}
+
 void to_stderr(std::string_view text) noexcept {
+  if (t_hand_off) return hand_off(text);
   while (!text.empty()) {
     const ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
     if (n < 0 && errno == EINTR) continue;

@@ -195,3 +195,23 @@ print(set(data) == {ord("x")})')" True
   rl_redirected 0 '2>&-' -v run stderr-closed -t 60s -- true
   rl 1 status stderr-closed
 }
+
+@test "output errors: a run whose stderr is a full pipe nobody reads keeps renewing: the heartbeat's warning never blocks it" {
+  # `rlock run job -- make 2>&1 | less`, the pager stopped: the heartbeat
+  # wrote its warning (here, a server that may evict keys) to the full
+  # pipe, blocked there, stopped renewing, and the command was killed as if
+  # the lock were lost (79). Probe I: 4 of 4.
+  rcli CONFIG SET maxmemory 100mb >/dev/null
+  rcli CONFIG SET maxmemory-policy allkeys-lru >/dev/null
+  full_pipe
+  "$RLOCK" run stderr-pipe -t 1500ms -- sleep 4 >"$M/job.out" 2>&7 3>&- &
+  echo "$!" >"$M/job.pid"
+  : >"$M/job.err"
+  local rc=0
+  bg_wait job 0 15 || rc=$?
+  rcli CONFIG SET maxmemory 0 >/dev/null
+  rcli CONFIG SET maxmemory-policy noeviction >/dev/null
+  exec 7>&-
+  ((rc == 0)) || return "$rc"
+  rl 1 status stderr-pipe
+}
