@@ -87,8 +87,16 @@ bool Outcome::died_of_ours() const {
 void Supervisor::on_signal(int sig, Deadline now) {
   if (sig == SIGCHLD) return;  // reaped (and stops noted) at the top of the loop
   if (sig == SIGCONT) {
-    // Our job was continued (or someone poked us: then nothing to do).
-    if (std::exchange(m_job_stopped, false)) m_resume_pending = m_job_resumed = true;
+    // Our job was continued: the command follows once the lease is safe.
+    if (std::exchange(m_job_stopped, false)) {
+      m_resume_pending = m_job_resumed = true;
+      return;
+    }
+    // A SIGCONT for rlock alone: passed on, so that it continues a command
+    // stopped otherwise (SIGSTOP, a stop with no terminal: cron, CI), whose
+    // lease was renewed all along, as the man page says. Before, only the
+    // command's own group could continue it. A running one takes no notice.
+    if (!m_wait_status && !m_terminating) m_child.signal_group(SIGCONT);
     return;
   }
   if (sig == SIGTSTP) return on_own_stop();
@@ -182,7 +190,9 @@ void Supervisor::check_lease(Deadline now) {
          now);
   } else if (now >= terminate_by(m_beat.confirmed, m_timing)) {
     auto since = std::chrono::duration_cast<Millis>(now - m_beat.confirmed);
-    std::string why = m_beat.failure  ? m_beat.failure->message
+    // The last renewal's own failure, which may have timed out after a
+    // fraction of that time (each try has the time left, not the lease).
+    std::string why = m_beat.failure  ? "the last try: " + m_beat.failure->message
                       : m_job_resumed ? "rlock's job was stopped meanwhile"
                                       : "no answer in time";
     lose({LossCause::unreachable,

@@ -174,3 +174,22 @@ PROMPT='?PROMPT\$ $'
   bg_wait job 143 4
   rl 1 status jc-stop
 }
+
+@test "run: SIGCONT to rlock continues a command stopped by SIGSTOP, as the man page says" {
+  # Before, only a signal to the command's own group (which the user had to
+  # find) continued it; rlock renewed its lease for ever. Probe I: 4 of 4.
+  local dir="$BATS_TEST_TMPDIR" cmd state n
+  bg_rlock job run jc-cont -t 3s -- bash -c 'echo $$ >"$0"; kill -STOP $$; echo resumed >"$0.resumed"' "$dir/cmd"
+  wait_for_file "$dir/cmd"
+  cmd="$(<"$dir/cmd")"
+  for ((n = 0; n < 50; n++)); do
+    state="$(ps -o stat= -p "$cmd" 2>/dev/null || true)"
+    [[ "$state" == T* ]] && break
+    nap 0.1
+  done
+  [[ "$state" == T* ]] || fail "the command did not stop (state '$state')"
+  kill -CONT "$(<"$dir/job.pid")"
+  bg_wait job 0 5
+  assert [ -e "$dir/cmd.resumed" ]
+  rl 1 status jc-cont
+}
