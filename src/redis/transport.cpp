@@ -824,7 +824,9 @@ std::unexpected<Error> Transport::dropped(int error) const {
   if (!m_answered && !m_ssl) {
     std::lock_guard lock(g_plain_mutex);
     if (!g_answered_plain.contains(m_name))
-      reason += " before any reply (if that is a TLS port: rediss:// or --tls)";
+      reason +=
+          " before any reply (if that is a TLS port: rediss:// or --tls; if not, the "
+          "server's log says why: a reply over client-output-buffer-limit, say)";
   }
   return failure(Error::Code::unreachable, reason);
 }

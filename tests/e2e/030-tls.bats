@@ -31,7 +31,7 @@ setup() {
 
 @test "tls: redis:// against a TLS-only port says it may be one (69), not only 'connection reset'" {
   rl 69 -u "redis://127.0.0.1:$OPTIONAL_PORT" acquire plain-to-tls -n
-  assert_stderr --regexp "^rlock: error: redis://127.0.0.1:$OPTIONAL_PORT/0: .* before any reply \(if that is a TLS port: rediss:// or --tls\)$"
+  assert_stderr --regexp "^rlock: error: redis://127.0.0.1:$OPTIONAL_PORT/0: .* before any reply \(if that is a TLS port: rediss:// or --tls; if not, the server.s log says why: a reply over client-output-buffer-limit, say\)$"
 }
 
 @test "tls: a server certificate from an untrusted CA exits 77" {
