@@ -96,7 +96,10 @@ void Supervisor::on_signal(int sig, Deadline now) {
     // stopped otherwise (SIGSTOP, a stop with no terminal: cron, CI), whose
     // lease was renewed all along, as the man page says. Before, only the
     // command's own group could continue it. A running one takes no notice.
-    if (!m_wait_status && !m_terminating) m_child.signal_group(SIGCONT);
+    // Not past the point where the lease guard acts (rlock itself was
+    // stopped): check_lease ends the command instead.
+    if (!m_wait_status && !m_terminating && now < terminate_by(m_beat.confirmed, m_timing))
+      m_child.signal_group(SIGCONT);
     return;
   }
   if (sig == SIGTSTP) return on_own_stop();
