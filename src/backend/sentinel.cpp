@@ -193,7 +193,8 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     // and the Sentinels will name its successor (failover_try_deadline).
     const Deadline master_by = failover_try_deadline(deadline);
     // The master named before, at the same address: its connection again
-    // (once: if its ROLE fails, a fresh connection is made below).
+    // (once: if its ROLE fails, the next Sentinel's answer gets a fresh
+    // connection, and with none left the next question does).
     const bool same = current && current->describe() == options.url.redacted();
     auto master = same ? Result<redis::Connection>(std::move(*current))
                        : redis::Connection::connect(within(options, interrupt_fd, master_by));

@@ -40,15 +40,15 @@ int live_replicas(const redis::Reply& reply);
 /// `current`, a connection to the master the Sentinels named before, is
 /// used again when they name the same address and it still says it is the
 /// master (no new TCP connection, TLS handshake or AUTH for every renewal).
-/// `sentinel`, when given, holds the connection to the Sentinel that named
-/// the master (discovery.first), kept for the next question, and is used
-/// for it.
+/// `kept`, when given, holds the connection to the Sentinel that named the
+/// master (discovery.first), kept for the next question, and is used for
+/// it.
 /// Errors: config when every Sentinel that answered knows no master of that
 /// name; unreachable when no Sentinel answered or none named a reachable
 /// master; auth when credentials were refused.
 Result<redis::Connection> connect_master(const Target& target, int interrupt_fd, Deadline deadline,
                                          Discovery& discovery,
                                          std::optional<redis::Connection> current = std::nullopt,
-                                         std::optional<redis::Connection>* sentinel = nullptr);
+                                         std::optional<redis::Connection>* kept = nullptr);
 
 }  // namespace rlock::backend

@@ -92,6 +92,8 @@ class ServerBackend final : public Backend {
  private:
   bool sentinel() const { return !m_target.sentinels.empty(); }
   Result<redis::Connection*> connection(Deadline deadline);
+  /// A new connection to the server the URL names (not under Sentinel).
+  Result<redis::Connection> connect_server(Deadline deadline) const;
   /// The connection for the step-wise path, unopened until its first
   /// request; null when this deployment needs run() (Sentinel, Cluster, a
   /// Cluster probe still to make).
@@ -189,6 +191,17 @@ Result<void> ServerBackend::probe_cluster(Deadline deadline) {
   return {};
 }
 
+Result<redis::Connection> ServerBackend::connect_server(Deadline deadline) const {
+  redis::ConnectOptions options = m_target.server;
+  options.interrupt_fd = m_interrupt_fd;
+  // Within the caller's deadline too (as under Sentinel): a renewal's is
+  // shorter than the time left on the lock, and a waiter leaving its queue
+  // after a signal has a second for it.
+  options.connect_timeout = std::clamp(std::chrono::ceil<Millis>(deadline - Clock::now()),
+                                       Millis(1), options.connect_timeout);
+  return redis::Connection::connect(options);
+}
+
 Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
   // Under Sentinel a connection may lead to a master that has since been
   // replaced but does not know it yet (it still takes writes the new master
@@ -216,17 +229,7 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
     Result<redis::Connection> connected =
         sentinel() ? connect_master(m_target, m_interrupt_fd, deadline, m_discovery,
                                     std::move(current), &m_sentinel)
-                   : [&] {
-                       redis::ConnectOptions options = m_target.server;
-                       options.interrupt_fd = m_interrupt_fd;
-                       // Within the caller's deadline too (as under Sentinel): a
-                       // renewal's is shorter than the time left on the lock, and a
-                       // waiter leaving its queue after a signal has a second for it.
-                       options.connect_timeout =
-                           std::clamp(std::chrono::ceil<Millis>(deadline - Clock::now()), Millis(1),
-                                      options.connect_timeout);
-                       return redis::Connection::connect(options);
-                     }();
+                   : connect_server(deadline);
     if (!connected) return std::unexpected(connected.error());
     // Another master (a failover): one of the replicas seen is now the
     // master, so one fewer is expected of it until it shows more.
