@@ -250,7 +250,13 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
     return fail(Error::Code::config,
                 fmt::format("no Sentinel knows a master named '{}' ({} of {} asked answered)",
                             target.master_name, answered, sentinels.size()));
-  if (auth_error && auth_refusals == sentinels.size()) return std::unexpected(*auth_error);
+  if (auth_error && auth_refusals == sentinels.size()) {
+    // Every one refused: said of them all, not of the last one asked.
+    if (sentinels.size() > 1)
+      auth_error->message = fmt::format("every Sentinel refused the credentials ({} asked); {}",
+                                        sentinels.size(), auth_error->message);
+    return std::unexpected(*auth_error);
+  }
   std::string why = problems.empty() ? std::string("no time left to ask")
                                      : fmt::format("{}", fmt::join(problems, "; "));
   return fail(

@@ -54,6 +54,14 @@ setup() {
   assert_stderr "rlock: error: redis://127.0.0.1:$SENTINEL_PORT/0 (a Sentinel) needs a password: set RLOCK_SENTINEL_PASSWORD or --sentinel-password-file"
 }
 
+@test "sentinel auth: every Sentinel refusing is said of them all, not of the last one asked" {
+  # Two entries for the one Sentinel (127.0.0.1 and localhost): both refuse.
+  # Before, the message named the last one asked only (probe K).
+  RLOCK_URL="redis-sentinel://127.0.0.1:$SENTINEL_PORT,localhost:$SENTINEL_PORT/0#guarded" \
+    rl 77 --password-file "$P/master.pass" acquire a -n
+  assert_stderr --regexp "^rlock: error: every Sentinel refused the credentials \(2 asked\); redis://[a-z0-9.]+:$SENTINEL_PORT/0 \(a Sentinel\) needs a password"
+}
+
 @test "sentinel auth: a wrong Sentinel password is 77 too" {
   rl 77 --password-file "$P/master.pass" --sentinel-password-file "$P/wrong.pass" acquire a -n
   assert_stderr --partial "(the Sentinels' password is --sentinel-password-file or RLOCK_SENTINEL_PASSWORD)"
