@@ -251,8 +251,9 @@ Result<redis::Connection> connect_master(const Target& target, int interrupt_fd,
                 fmt::format("no Sentinel knows a master named '{}' ({} of {} asked answered)",
                             target.master_name, answered, sentinels.size()));
   if (auth_error && auth_refusals == sentinels.size()) {
-    // Every one refused: said of them all, not of the last one asked.
-    if (sentinels.size() > 1)
+    // Every one refused: said of them all, not of the last one asked (a
+    // TLS failure, also 77, says its own words).
+    if (sentinels.size() > 1 && auth_error->message.find("TLS") == std::string::npos)
       auth_error->message = fmt::format("every Sentinel refused the credentials ({} asked); {}",
                                         sentinels.size(), auth_error->message);
     return std::unexpected(*auth_error);
