@@ -312,6 +312,19 @@ int supervise_command(Context& context, lock::LockClient& client, const std::str
                       const Hold& hold, const Timing& timing, std::vector<std::string> argv,
                       const sigset_t& ignored, const sigset_t& original_mask) {
   auto release_now = [&] { (void)client.release(name, hold.grant.token); };
+  // From here to the release, nothing rlock writes to stderr (-v's lines,
+  // a message) may stop it: a pipe nobody reads blocked it before the
+  // command was watched or the heartbeat started, and the lock was held
+  // until it expired (probe N). Written by the writer thread instead, and
+  // waited for after the release, a few seconds at most.
+  struct StderrHandOff {
+    StderrHandOff() { stderr_never_blocks_this_thread(); }
+    ~StderrHandOff() {
+      constexpr int k_final_flush_ms = 3000;
+      flush_stderr_writer(k_final_flush_ms);
+      stderr_never_blocks_this_thread(false);
+    }
+  } stderr_hand_off;
   // The guardian first, while rlock is one thread with little memory: a
   // fork after the heartbeat thread and the signalfd existed cost about
   // seven times the page faults (their pages are copied on write).

@@ -157,8 +157,8 @@ void hand_off(std::string_view text) noexcept {
 
 }  // namespace
 
-void stderr_never_blocks_this_thread() noexcept {
-  t_hand_off = true;
+void stderr_never_blocks_this_thread(bool never) noexcept {
+  t_hand_off = never;
 }
 
 void flush_stderr_writer(int ms) noexcept {

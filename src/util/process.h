@@ -43,14 +43,16 @@ std::vector<std::string> process_args(pid_t pid);
 /// lock taken and never released (a `run -v` whose stderr was full).
 void to_stderr(std::string_view text) noexcept;
 
-/// Makes to_stderr() on the calling thread never block: its text is handed
-/// to a writer thread of its own (started at the first line), which blocks
-/// instead. For the heartbeat, which must keep renewing while standard
-/// error is a pipe nobody reads (`rlock run ... 2>&1 | less` with the pager
-/// stopped): a warning written there stopped the renewals, and the command
-/// was killed as if the lock were lost. Lines beyond 64 waiting are dropped,
-/// as is one when no thread can be started.
-void stderr_never_blocks_this_thread() noexcept;
+/// Makes to_stderr() on the calling thread never block (`never` false: as
+/// before): its text is handed to a writer thread of its own (started at
+/// the first line), which blocks instead. For the heartbeat, which must
+/// keep renewing while standard error is a pipe nobody reads (`rlock run
+/// ... 2>&1 | less` with the pager stopped): a warning written there
+/// stopped the renewals, and the command was killed as if the lock were
+/// lost. And for `run`'s main thread while it holds the lock, which must
+/// watch the command and release. Lines beyond 64 waiting are dropped, as
+/// is one when no thread can be started.
+void stderr_never_blocks_this_thread(bool never = true) noexcept;
 
 /// Waits up to `ms` milliseconds for the lines handed to the writer thread
 /// to be written (before the process exits, which would lose them).

@@ -215,3 +215,20 @@ print(set(data) == {ord("x")})')" True
   ((rc == 0)) || return "$rc"
   rl 1 status stderr-pipe
 }
+
+@test "output errors: run -v whose stderr is a full pipe nobody reads still supervises, releases and exits" {
+  # Its 'acquired' line blocked the main thread before the command was
+  # watched: no heartbeat, no release, the process hung for good and the
+  # lock was held until it expired (probe N). Now what run writes while it
+  # holds the lock goes through the writer thread, waited for a few seconds
+  # at most after the release.
+  full_pipe
+  "$RLOCK" -v run stderr-verbose -t 30s -- sleep 1 >"$M/job.out" 2>&7 3>&- &
+  echo "$!" >"$M/job.pid"
+  : >"$M/job.err"
+  local rc=0
+  bg_wait job 0 15 || rc=$?
+  exec 7>&-
+  ((rc == 0)) || return "$rc"
+  rl 1 status stderr-verbose
+}
