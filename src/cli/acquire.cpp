@@ -63,7 +63,8 @@ Action register_acquire(CLI::App& command, Context& context, const Mentioned& me
     if (!plan) return report(plan.error());
     auto client = context.client();
     if (!client) return report(client.error());
-    if (context.show_command()) plan->request.who.command = process_command(caller);
+    if (context.show_command())
+      plan->request.who.command = process_command(caller, context.secrets());
     // Ctrl-C or a kill while waiting leaves the queue and exits 128+N; one
     // that rlock was started with ignored (nohup, a background job of a
     // script) stays ignored, as for run.

@@ -112,6 +112,12 @@ Result<lock::LockClient> Context::client() {
   if (!settings) return std::unexpected(settings.error());
   for (const auto& w : settings->warnings) warn("warning: " + w);
   m_show_command = settings->show_command;
+  m_secrets.clear();
+  for (const auto& secret : {settings->sentinel_password})
+    if (secret) m_secrets.push_back(*secret);
+  for (const auto& server : settings->servers)
+    for (const auto& secret : {server.password, server.url.password})
+      if (secret) m_secrets.push_back(*secret);
   if (settings->servers.size() == 1)
     return lock::LockClient(backend::make_backend(target_of(*settings, settings->servers.front())));
   // Several deployments: a quorum (Redlock) of one backend each.

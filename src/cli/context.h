@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,6 +67,9 @@ class Context {
   /// After client(): whether full command lines may be stored in Redis
   /// (--show-command, config key show-command); else program names only.
   bool show_command() const { return m_show_command; }
+  /// rlock's own passwords (known once client() has run): never stored with
+  /// a command line (--show-command), even where the caller's has one.
+  std::span<const std::string> secrets() const { return m_secrets; }
 
   /// One line on stderr, only with -v.
   void verbose(const std::string& line) const;
@@ -99,6 +103,7 @@ class Context {
  private:
   mutable bool m_progress_shown = false;
   bool m_show_command = false;
+  std::vector<std::string> m_secrets;
 };
 
 /// The token of renew and release: `--token TOKEN`, `--token -` (a line on

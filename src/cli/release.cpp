@@ -55,8 +55,9 @@ Action register_release(CLI::App& command, Context& context, const Mentioned& /*
     }
     // The audit record names the operator: user@host, this shell.
     pid_t caller = getppid();
-    auto by = lock::local_identity(
-        caller, context.show_command() ? process_command(caller) : process_name(caller));
+    auto by = lock::local_identity(caller, context.show_command()
+                                               ? process_command(caller, context.secrets())
+                                               : process_name(caller));
     auto evicted = client->force_release(o->name, o->holder.value_or(""), by);
     if (!evicted) {
       Error error = evicted.error();

@@ -66,14 +66,15 @@ std::string program_shown(const std::vector<std::string>& argv) {
   return program_name(argv.front());
 }
 
-/// The command as status shows it with --show-command.
-std::string command_line(const RunOptions& o) {
+/// The command as status shows it with --show-command, without rlock's own
+/// `secrets`.
+std::string command_line(const RunOptions& o, std::span<const std::string> secrets) {
   std::string line;
   if (o.shell_command) {
-    line = without_url_passwords(*o.shell_command);
+    line = without_secrets(without_url_passwords(*o.shell_command), secrets);
   } else {
     for (const auto& arg : o.command)
-      line += (line.empty() ? "" : " ") + without_url_passwords(arg);
+      line += (line.empty() ? "" : " ") + without_secrets(without_url_passwords(arg), secrets);
   }
   if (line.size() > k_max_command_shown) line.resize(k_max_command_shown);
   return line;
@@ -428,7 +429,7 @@ int run_command(Context& context, const RunOptions& o) {
   if (!timing) return report(timing.error());
   auto client = context.client();
   if (!client) return report(client.error());
-  if (context.show_command()) plan->request.who.command = command_line(o);
+  if (context.show_command()) plan->request.who.command = command_line(o, context.secrets());
 
   auto nested = held_by_enclosing_run(*client, o.lock.name);
   if (!nested) return report(nested.error());

@@ -1,5 +1,6 @@
 #include "config/settings.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -94,6 +95,46 @@ Result<std::optional<std::string>> read_password(
   return std::nullopt;
 }
 
+/// A secret file that is also one of the descriptors rlock was started with
+/// (`--password-file /dev/stdin < secret`, `--password-file /dev/fd/7
+/// 7< secret`): rlock opened the file anew (`own`), so the descriptor the
+/// caller passed, which `run`'s command would inherit, still reads the
+/// secret from its start. It is closed, or, standard input, replaced with
+/// /dev/null. Only a regular file can be read again: reading the secret
+/// drained a pipe, and a terminal does not give it twice. Standard output
+/// and error are left alone (rlock writes to them).
+void forget_inherited_copies(const struct stat& file, int own) {
+  if (!S_ISREG(file.st_mode)) return;
+  std::vector<int> copies;
+  const auto check = [&](int fd) {
+    struct stat st {};
+    if (fd != own && fd != STDOUT_FILENO && fd != STDERR_FILENO && fstat(fd, &st) == 0 &&
+        st.st_dev == file.st_dev && st.st_ino == file.st_ino)
+      copies.push_back(fd);
+  };
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    const int listing = dirfd(dir);
+    while (const dirent* entry = readdir(dir)) {
+      char* end = nullptr;
+      const long fd = std::strtol(entry->d_name, &end, 10);
+      if (end != entry->d_name && *end == '\0' && fd != listing && fd >= 0 && fd <= INT32_MAX)
+        check(static_cast<int>(fd));
+    }
+    closedir(dir);
+  } else {
+    // No /proc: the descriptors a caller is likely to have passed.
+    for (int fd = 0; fd < 1024; ++fd) check(fd);
+  }
+  for (const int fd : copies) {
+    if (fd != STDIN_FILENO) {
+      ::close(fd);
+      continue;
+    }
+    supervise::Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (null) (void)::dup2(null.get(), STDIN_FILENO);  // dup2 clears O_CLOEXEC
+  }
+}
+
 }  // namespace
 
 Environment Environment::from_process() {
@@ -158,6 +199,7 @@ Result<std::string> read_trusted_file(const std::string& path, std::string_view 
   // contents never came, so nothing it would have said may be left out.
   if (text.empty() && S_ISFIFO(st.st_mode))
     return cannot("it is a pipe that nothing was written to");
+  if (secret) forget_inherited_copies(st, fd.get());
   return text;
 }
 

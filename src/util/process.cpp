@@ -17,15 +17,16 @@
 
 namespace rlock {
 
-std::string process_command(pid_t pid) {
+std::string process_command(pid_t pid, std::span<const std::string> secrets) {
   // Each argument on its own (a URL ends with its argument), before the
-  // cut, which could leave a password without the @ that ends it.
+  // cut, which could leave a password without the @ that ends it, or a
+  // secret cut short.
   std::string line;
   bool first = true;
   for (const auto& arg : process_args(pid)) {
     if (!first) line += ' ';
     first = false;
-    line += without_url_passwords(arg);
+    line += without_secrets(without_url_passwords(arg), secrets);
   }
   // A command line can be long; status shows the start of it.
   if (line.size() > 256) line.resize(256);
@@ -61,6 +62,16 @@ std::string without_url_passwords(std::string text) {
       }
     }
     at = start;
+  }
+  return text;
+}
+
+std::string without_secrets(std::string text, std::span<const std::string> secrets) {
+  for (const auto& secret : secrets) {
+    if (secret.empty()) continue;
+    for (std::size_t at = text.find(secret); at != std::string::npos;
+         at = text.find(secret, at + 3))
+      text.replace(at, secret.size(), "***");
   }
   return text;
 }

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,10 +11,17 @@
 namespace rlock {
 
 /// The command line of a process, arguments joined by spaces ("" if gone),
-/// with the passwords of URLs in it taken out (without_url_passwords) and
-/// cut to 256 bytes. Other arguments may hold secrets (`mysql -phunter2`):
-/// stored in Redis only with --show-command.
-std::string process_command(pid_t pid);
+/// with the passwords of URLs in it and every one of `secrets` taken out
+/// (without_url_passwords, without_secrets) and cut to 256 bytes. Other
+/// arguments may hold secrets (`mysql -phunter2`): stored in Redis only
+/// with --show-command.
+std::string process_command(pid_t pid, std::span<const std::string> secrets = {});
+
+/// `text` with every occurrence of each non-empty one of `secrets` (rlock's
+/// own passwords) replaced by `***`: a caller's command line may carry one
+/// (`env RLOCK_PASSWORD=... rlock ...`), and what --show-command stores
+/// every lock user can read.
+std::string without_secrets(std::string text, std::span<const std::string> secrets);
 
 /// `text` with the password of every URL in it taken out, as rlock shows a
 /// URL: `redis://:pw@h/0` -> `redis://h/0`, `https://u:pw@h` -> `https://u@h`

@@ -149,3 +149,52 @@ refute_secrets() {
   refute_stderr --partial 'rlock: every operation'
   refute_stderr --partial 'with args'
 }
+
+# rlock opens a password file anew, so a descriptor the caller passed it
+# through (`/dev/stdin < FILE`, `/dev/fd/7 7< FILE`) still read the password
+# from its start, and run's command inherited it: `cat` printed it.
+@test "auth: a password file passed as an inherited descriptor does not reach run's command" {
+  echo "$PASSWORD" >"$BATS_TEST_TMPDIR/pw"
+  chmod 600 "$BATS_TEST_TMPDIR/pw"
+  run bash -c '"$0" --password-file /dev/stdin run pw-stdin -- sh -c "cat; echo end" <"$1"' \
+    "$RLOCK" "$BATS_TEST_TMPDIR/pw"
+  assert_success
+  assert_output end
+  run bash -c '"$0" --password-file /dev/fd/7 run pw-fd -- sh -c \
+    "if [ -e /proc/\$\$/fd/7 ]; then echo fd 7 is open; cat <&7; fi; echo end" 7<"$1"' \
+    "$RLOCK" "$BATS_TEST_TMPDIR/pw"
+  assert_success
+  assert_output end
+  # The same file open on another descriptor too (the caller's copy).
+  run bash -c '"$0" --password-file "$1" run pw-copy -- sh -c \
+    "if [ -e /proc/\$\$/fd/8 ]; then echo fd 8 is open; fi; cat; echo end" 8<"$1" <"$1"' \
+    "$RLOCK" "$BATS_TEST_TMPDIR/pw"
+  assert_success
+  assert_output end
+  # A pipe is drained by the read, and a command's own stdin is untouched
+  # when the password comes from a file.
+  run bash -c 'echo "$1" | "$0" --password-file /dev/stdin run pw-pipe -- sh -c "cat; echo end"' \
+    "$RLOCK" "$PASSWORD"
+  assert_success
+  assert_output end
+  run bash -c 'echo input | "$0" --password-file "$1" run pw-file -- cat' \
+    "$RLOCK" "$BATS_TEST_TMPDIR/pw"
+  assert_success
+  assert_output input
+}
+
+# A URL rlock cannot parse was echoed whole: a REDIS_URL set for another
+# program (StackExchange.Redis options, a ;-option, a fragment) printed its
+# password into cron mail and CI logs.
+@test "auth: a URL that does not parse is named without what may be a password" {
+  for url in 'cache.internal:6380,password=s3cret-se,ssl=True' 'redis://cache/0;password=s3cret-semi' \
+    'redis://cache:6379/0#s3cret-fragment' 'redis://cache:6379/s3cret-path'; do
+    REDIS_URL="$url" RLOCK_URL= rl 64 status
+    assert_stderr --partial 'rlock: error: REDIS_URL: invalid URL '
+    refute_secrets
+  done
+  printf 'url = cache:6379,password=s3cret-file,ssl=True\n' >"$BATS_TEST_TMPDIR/conf"
+  RLOCK_URL= rl 78 --config "$BATS_TEST_TMPDIR/conf" status
+  assert_stderr --partial 'invalid URL cache:6379,password...'
+  refute_secrets
+}

@@ -159,6 +159,29 @@ EOF2
   stop_redis
 }
 
+# rlock knows its own passwords: one in the caller's command line (`env
+# RLOCK_PASSWORD=... rlock ...`) or in the command's arguments was stored as
+# it stood, for every lock user to read.
+@test "privacy: --show-command stores none of rlock's own passwords, wherever it appears" {
+  local password=s3cret-own-pw
+  start_redis --requirepass "$password"
+  local plain="redis://127.0.0.1:$REDIS_PORT/0"
+  run bash -c 'env RLOCK_PASSWORD="$1" "$0" -u "$2" --show-command acquire -t 30s own-env >/dev/null; true' \
+    "$RLOCK" "$password" "$plain"
+  assert_success
+  echo "$password" >"$M/pw"
+  chmod 600 "$M/pw"
+  rl_bg job -u "$plain" --password-file "$M/pw" --show-command run own-run -- \
+    sh -c 'touch "$0"; sleep 3' "$M/ready" "--password=$password"
+  wait_for_file "$M/ready"
+  RLOCK_PASSWORD="$password" rl 0 -u "$plain" --json status own-env own-run
+  refute_output --partial "$password"
+  assert_output --partial " *** $plain"
+  assert_output --partial -- '--password=***'
+  rl_wait job 0
+  stop_redis
+}
+
 @test "privacy: rlock -v run and -v acquire never print the token on stderr" {
   # The token releases the lock: only the command's RLOCK_TOKEN (run) and
   # stdout (acquire) carry it.

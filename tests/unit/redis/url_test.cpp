@@ -290,12 +290,34 @@ TEST(UrlRedaction, AnInvalidUrlIsShownWithoutPasswordOrQuery) {
         "redis://:Xpw@h:99999/0", "redis://u:Xpw@h:99999?db=1", "redis://:a?Xpw@h:99999/0",
         // A password typed without its @host reads as a port: not shown.
         "redis://:Xpw", "redis://user:Xpw", "redis://h:1,h2:Xpw/0", "redis://:a/Xpw",
-        "redis://:Xpw,more", "redis://:123Xpw"}) {
+        "redis://:Xpw,more", "redis://:123Xpw",
+        // Other clients' forms, as a REDIS_URL set for another program may
+        // be (StackExchange.Redis options, a ;-option, a fragment, a path).
+        "cache.internal:6380,password=Xpw,ssl=True", "redis://cache/0;password=Xpw",
+        "redis://cache:6379/0#Xpw", "redis://cache:6379/Xpw", "redis://cache:6379/0/Xpw",
+        "redis://cache:6379/0 Xpw"}) {
     auto url = parse_url(text);
     ASSERT_FALSE(url.has_value()) << text;
     EXPECT_EQ(url.error().message.find("Xpw"), std::string::npos) << url.error().message;
     EXPECT_NE(url.error().message.find("invalid URL "), std::string::npos) << url.error().message;
   }
+}
+
+TEST(UrlRedaction, AnInvalidUrlKeepsItsHostsAndDatabase) {
+  auto options = parse_url("cache.internal:6380,password=Xpw");
+  ASSERT_FALSE(options.has_value());
+  EXPECT_NE(options.error().message.find("invalid URL cache.internal:6380,password...: "),
+            std::string::npos)
+      << options.error().message;
+  auto fragment = parse_url("redis://cache:6379/1#Xpw");
+  ASSERT_FALSE(fragment.has_value());
+  EXPECT_NE(fragment.error().message.find("invalid URL redis://cache:6379/1...: "),
+            std::string::npos)
+      << fragment.error().message;
+  auto path = parse_url("redis://cache:6379/db1");
+  ASSERT_FALSE(path.has_value());
+  EXPECT_NE(path.error().message.find("invalid URL redis://cache:6379/...: "), std::string::npos)
+      << path.error().message;
 }
 
 TEST(UrlRedaction, APortThatIsANumberStaysInTheMessage) {
