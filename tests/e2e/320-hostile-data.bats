@@ -205,6 +205,27 @@ print(raw, [l["name"] for l in locks if "name_b64" not in l])
   assert_greater "$(json 'd["fence"]')" 7
 }
 
+# status NAME read such a counter as 0 (or rounded one beyond 2^53) and
+# called the lock free (1) while every write to it exited 76.
+@test "hostile data: a fence counter acquire refuses makes status NAME say broken (76), not free" {
+  local counter
+  for counter in 'not a number' -5 9007199254740993; do
+    rcli SET 'rlock:{bad-counter}:f' "$counter" >/dev/null
+    rl 76 status bad-counter
+    assert_stderr --partial 'fence counter'
+    rl 76 acquire bad-counter -n
+  done
+  # Held, then its counter overwritten: the listing says broken too.
+  rcli SET 'rlock:{bad-counter}:f' 7 >/dev/null
+  rl 0 acquire bad-counter -t 30s
+  rcli SET 'rlock:{bad-counter}:f' 'not a number' >/dev/null
+  rl 76 status bad-counter
+  rl 0 --json status
+  assert_equal "$(json 'd["broken"][0]["name"]')" bad-counter
+  rcli DEL 'rlock:{bad-counter}:f' >/dev/null
+  rl 0 status bad-counter
+}
+
 # wait_queued NAME: waits (5 s at most) until lock NAME has a waiter.
 wait_queued() {
   local i

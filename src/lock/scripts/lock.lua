@@ -569,6 +569,16 @@ end
 -- sent behind its BLPOP runs as soon as the BLPOP is served).
 local GRANT_MS = 3000
 
+-- Whether `counter` (F's value) is one rlock can count on: an integer
+-- below 2^53 - 1 in decimal, so that counter + 1 is exact as a double.
+local function counter_ok(counter)
+  return string.match(counter, '^%d+$') and #counter <= 16 and tonumber(counter) < 2 ^ 53 - 1
+end
+local function broken_counter()
+  return redis.error_reply('ERR rlock: the fence counter ' .. F ..
+    ' does not hold an integer below 2^53 - 1; the lock is left untouched')
+end
+
 -- The next fence, max(f + 1, TIME in µs), written back to F; nil when the
 -- counter is not an integer below 2^53 - 1 (acquire reports that error; a
 -- handover simply grants nothing and lets the waiter ask itself).
@@ -576,8 +586,7 @@ local fence_counter
 local function next_fence()
   if fence_counter == nil then
     local counter = redis.call('GET', F)
-    if counter and not (string.match(counter, '^%d+$') and #counter <= 16 and
-        tonumber(counter) < 2 ^ 53 - 1) then
+    if counter and not counter_ok(counter) then
       fence_counter = false
     else
       fence_counter = tonumber(counter or '0')
@@ -764,11 +773,7 @@ local function acquire()
   -- writes made before the failure (M without an expiry, a waiter taken out
   -- of the queue): refuse before writing anything.
   local counter = redis.call('GET', F)
-  if counter and not (string.match(counter, '^%d+$') and #counter <= 16 and
-      tonumber(counter) < 2 ^ 53 - 1) then
-    return redis.error_reply('ERR rlock: the fence counter ' .. F ..
-      ' does not hold an integer below 2^53 - 1; the lock is left untouched')
-  end
+  if counter and not counter_ok(counter) then return broken_counter() end
   fence_counter = tonumber(counter or '0')
   if fresh and (mode == 'shared' or limit >= 1) then
     -- Nothing of this lock but F exists (the type check found so): it is
@@ -963,8 +968,9 @@ end
 -- has been up for the TTL; two members that are one server would vote
 -- twice); read-only, so it also works on a replica. holders: {id, ttl_ms,
 -- record, ...}; waiters in queue order: {id, lease_ms, record, ...}; audit:
--- the audit key as stored. A limit or counter that is not a number (a
--- foreign write) reads as 1 or 0, so that the reply keeps its shape.
+-- the audit key as stored. A limit that is not a number (a foreign write)
+-- reads as 1, so that the reply keeps its shape; a fence counter that
+-- acquire would refuse is an error, as there.
 local function status()
   local holders = {}
   for _, key in ipairs({ H, S }) do
@@ -984,8 +990,12 @@ local function status()
       table.insert(waiters, redis.call('HGET', I, hash) or '')
     end
   end
-  local reply = { now, limit_of() or 1, tonumber(redis.call('GET', F) or '0') or 0, holders,
-    waiters, redis.call('GET', A) or '' }
+  -- A counter that acquire would refuse is no fence to show (it read as 0,
+  -- or rounded, and the lock as free): the lock is reported broken.
+  local counter = redis.call('GET', F)
+  if counter and not counter_ok(counter) then return broken_counter() end
+  local reply = { now, limit_of() or 1, tonumber(counter or '0'), holders, waiters,
+    redis.call('GET', A) or '' }
   if ARGV[2] == '1' then
     table.insert(reply, uptime_ms())
     table.insert(reply, role())
