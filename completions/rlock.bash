@@ -51,16 +51,19 @@ _rlock_lock_names() {
     word="$(_rlock_unquote "${words[i]}")"
     case "$word" in
       -u | --url | --prefix | --user | --password-file | --sentinel-user | \
-        --sentinel-password-file | --cacert | --cacertdir | --cert | --key | --sni | \
-        --connect-timeout | --config)
+        --sentinel-password-file | --cacert | --cacertdir | --cert | --key | --sni | --config)
         if ((i + 1 < cword)); then conn+=("$word" "$(_rlock_unquote "${words[i + 1]}")"); fi
         ((i++))
         ;;
       --url=* | --prefix=* | --user=* | --password-file=* | --sentinel-user=* | \
         --sentinel-password-file=* | --cacert=* | --cacertdir=* | --cert=* | --key=* | --sni=* | \
-        --connect-timeout=* | --config=* | --tls | --insecure)
+        --config=* | --tls | --insecure)
         conn+=("$word")
         ;;
+      # The line's own is left out: completion gives its own 0.5 s, and rlock
+      # refuses the option twice (nothing would be offered).
+      --connect-timeout) ((i++)) ;;
+      --connect-timeout=*) ;;
     esac
   done
   # 1 s: completion must never hang on an unreachable server.

@@ -87,6 +87,9 @@ expect bash "rlock status ''" "build\\ cache${nl}deploy-prod${nl}nightly-report"
 expect bash "rlock release n" "nightly-report"
 expect bash "rlock -u $RLOCK_URL run -n d" "deploy-prod"
 expect bash "rlock --prefix other: status ''" "elsewhere"
+# The line's own --connect-timeout beside completion's (rlock refuses two).
+expect bash "rlock --connect-timeout 2 status n" "nightly-report"
+expect bash "rlock status --connect-timeout=2 n" "nightly-report"
 expect bash "rlock release nightly-report ''" ""
 expect bash "rlock -u redis://127.0.0.1:1/0 status ''" ""
 expect bash "rlock acquire --ttl ''" ""
@@ -146,6 +149,7 @@ if command -v fish >/dev/null; then
   expect fish "rlock acquire --t" "--timeout${nl}--tls${nl}--ttl" "rlock acquire --t"
   expect fish "rlock status ''" "build cache${nl}deploy-prod${nl}nightly-report" "rlock status "
   expect fish "rlock release --force n" "nightly-report" "rlock release --force n"
+  expect fish "rlock --connect-timeout 2 status n" "nightly-report" "rlock --connect-timeout 2 status n"
   # run's options after the name, and the command's own after its word.
   expect fish "rlock run job --w" "--wait" "rlock run job --w"
   expect fish "rlock run job -w 5s ls --almost-al" "--almost-all" "rlock run job -w 5s ls --almost-al"
