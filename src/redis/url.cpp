@@ -149,6 +149,11 @@ const char* parse_endpoint(std::string_view text, int default_port, Endpoint& en
 /// `host[:port][,host[:port]...][/db]` after the user info. A comma inside
 /// IPv6 brackets is no separator (inet_pton refuses it anyway).
 const char* parse_tcp(std::string_view rest, int default_port, Url& url) {
+  // Other clients read options there (?password=, ?timeout=, ?db=): rlock
+  // reads none, and the hosts and database before them may well be fine.
+  if (rest.find('?') != std::string_view::npos)
+    return "rlock reads no options after '?' in a URL (only a unix:// URL's ?db=N): the "
+           "database goes in the path (/N), a password in RLOCK_PASSWORD or --password-file";
   std::size_t end = 0;
   for (bool bracket = false; end < rest.size(); ++end) {
     if (rest[end] == '[') bracket = true;

@@ -320,6 +320,15 @@ TEST(UrlRedaction, AnInvalidUrlKeepsItsHostsAndDatabase) {
       << path.error().message;
 }
 
+TEST(UrlParser, OptionsAfterAQuestionMarkAreNamedAsSuch) {
+  for (const char* text : {"redis://127.0.0.1:6379/0?foo=bar", "redis://h?db=2", "rediss://h/?x"}) {
+    auto url = parse_url(text);
+    ASSERT_FALSE(url.has_value()) << text;
+    EXPECT_NE(url.error().message.find("no options after '?'"), std::string::npos)
+        << url.error().message;
+  }
+}
+
 TEST(UrlRedaction, APortThatIsANumberStaysInTheMessage) {
   auto url = parse_url("redis://h:0/0");
   ASSERT_FALSE(url.has_value());
