@@ -84,6 +84,9 @@ Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply
     attempt.fence = *second;
     return attempt;
   }
+  // 0: busy or queued. Any other state is no answer of the script's, which
+  // must not read as "busy" (75, or a wait on it until -w ends).
+  if (*state != 0) return std::unexpected(unexpected_reply());
   attempt.position = small_int(*second, 0);
   if (e.size() >= 4 && !e[2].str.empty()) {
     auto record = parse_record(e[2].str);

@@ -12,6 +12,8 @@ load helpers
 #   endless-line   a status line that never ends
 #   trickle        announce a 50 MB bulk string, send a byte every 20 ms
 #   scan-forever   SCAN always answers cursor 1 (never 0), anything else +OK
+#   odd-acquire    a master (ROLE) whose every script answers {7, 0}: a
+#                  state no rlock script gives
 setup_file() {
   cat >"$BATS_FILE_TMPDIR/fake.py" <<'PY'
 import socket, socketserver, sys, time
@@ -55,6 +57,13 @@ class Handler(socketserver.BaseRequestHandler):
                     while True:
                         s.sendall(b"a")
                         time.sleep(0.02)
+                elif mode == "odd-acquire":
+                    if args[0].upper() == b"ROLE":
+                        s.sendall(b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n")
+                    elif args[0].upper() in (b"EVALSHA", b"EVAL"):
+                        s.sendall(b"*2\r\n:7\r\n:0\r\n")
+                    else:
+                        s.sendall(b"+OK\r\n")
                 elif mode == "scan-forever":
                     if args[0].upper() == b"SCAN":
                         s.sendall(b"*2\r\n$1\r\n1\r\n*0\r\n")
@@ -177,4 +186,14 @@ rl_measured() {
   # The leave-the-queue courtesy is bounded to 1 s; ignoring the signal until
   # the read gives up would take the rest of the 5 s command timeout (4 s).
   ((took < 3000)) || fail "took ${took} ms after SIGTERM"
+}
+
+# An acquire reply in a state the script never gives was read as "busy"
+# (75, and a waiter queued on it for ever): it is no answer of rlock's.
+@test "hostile: an acquire answered in a state no script gives is 76, not busy" {
+  fake_server odd-acquire
+  rl 76 acquire odd -n
+  assert_stderr --partial 'unexpected reply'
+  rl 76 run odd -w 2s -- true
+  assert_stderr --partial 'unexpected reply'
 }

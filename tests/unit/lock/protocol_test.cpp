@@ -105,6 +105,14 @@ TEST(Protocol, AttemptWithAnotherLimitIsAUsageError) {
   EXPECT_NE(a.error().message.find("--limit 5, not --limit 2"), std::string::npos);
 }
 
+TEST(Protocol, AnAttemptInAStateNoScriptGivesIsAProtocolError) {
+  for (const long long state : {7LL, 2LL, -2LL, -9LL}) {
+    auto a = decode_attempt(request(), array({integer(state), integer(0)}));
+    ASSERT_FALSE(a) << state;
+    EXPECT_EQ(a.error().code, Error::Code::protocol) << state;
+  }
+}
+
 TEST(Protocol, MalformedRepliesAreProtocolErrors) {
   for (const Reply& r :
        {integer(1), array({}), array({integer(1)}), array({array({}), integer(1)})}) {
