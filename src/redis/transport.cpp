@@ -370,17 +370,27 @@ Result<UniqueFd> connect_socket(const ConnectOptions& options, const std::string
   return cannot(Error::Code::unreachable, system_message(error));
 }
 
+/// Whether the passphrase of an encrypted --key was asked for, and whether
+/// there was a terminal to ask on.
+struct PassphraseAsked {
+  bool on_terminal = false;
+  bool without_terminal = false;
+};
+
 /// Asks for the passphrase of an encrypted --key on the terminal, as
 /// OpenSSL's default does, but only when there is a terminal to ask on:
 /// without one (cron, systemd, CI) OpenSSL would fail with a cryptic
-/// "bad decrypt", and `asked_without_terminal` lets us say why instead.
-int passphrase_callback(char* buffer, int size, int writing, void* asked_without_terminal) {
+/// "bad decrypt", and `asked` lets us say why instead (and tell a wrong
+/// passphrase, a credential refused, from an unreadable key).
+int passphrase_callback(char* buffer, int size, int writing, void* asked) {
+  auto& said = *static_cast<PassphraseAsked*>(asked);
   const int tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
   if (tty < 0) {
-    *static_cast<bool*>(asked_without_terminal) = true;
+    said.without_terminal = true;
     return -1;
   }
   close(tty);
+  said.on_terminal = true;
   return PEM_def_callback(buffer, size, writing, nullptr);
 }
 
@@ -426,19 +436,26 @@ Result<Context> make_context(const TlsOptions& tls) {
     if (SSL_CTX_use_certificate_chain_file(context.get(), tls.cert.c_str()) != 1) {
       return cannot_load("TLS client certificate", tls.cert);
     }
-    bool asked_without_terminal = false;
+    PassphraseAsked asked;
     SSL_CTX_set_default_passwd_cb(context.get(), passphrase_callback);
-    SSL_CTX_set_default_passwd_cb_userdata(context.get(), &asked_without_terminal);
+    SSL_CTX_set_default_passwd_cb_userdata(context.get(), &asked);
     const bool loaded =
         SSL_CTX_use_PrivateKey_file(context.get(), tls.key.c_str(), SSL_FILETYPE_PEM) == 1;
     SSL_CTX_set_default_passwd_cb_userdata(context.get(), nullptr);
-    if (asked_without_terminal) {
+    if (asked.without_terminal) {
       ERR_clear_error();
       return fail(Error::Code::auth,
                   fmt::format("the TLS client key {} is encrypted and there is no terminal to ask "
                               "for its passphrase; use a key without a passphrase, readable only "
                               "by this user",
                               tls.key));
+    }
+    // A passphrase typed and the key still unreadable: the passphrase was
+    // wrong (or empty), a credential refused as a wrong password is (77).
+    if (!loaded && asked.on_terminal) {
+      ERR_clear_error();
+      return fail(Error::Code::auth,
+                  fmt::format("wrong passphrase for the TLS client key {}", tls.key));
     }
     if (!loaded || SSL_CTX_check_private_key(context.get()) != 1) {
       return cannot_load("TLS client key", tls.key);

@@ -129,3 +129,23 @@ setup() {
   _rl_check 77 "rlock (setsid) acquire with an encrypted key"
   assert_stderr "rlock: error: the TLS client key $TLS_DIR/client-encrypted.key is encrypted and there is no terminal to ask for its passphrase; use a key without a passphrase, readable only by this user"
 }
+
+# A wrong passphrase typed at the terminal was "cannot load TLS client key"
+# (64, a usage error): it is a credential refused, as a wrong password is.
+@test "tls: a wrong passphrase for an encrypted --key, typed at a terminal, is 77 and says so" {
+  local line
+  printf -v line '%q -u %q --cacert %q --cert %q --key %q acquire x -n; echo "rc=$?"\n' \
+    "$RLOCK" "rediss://127.0.0.1:$REQUIRED_PORT" "$TLS_DIR/ca.pem" "$TLS_DIR/client.pem" \
+    "$TLS_DIR/client-encrypted.key"
+  run --separate-stderr timeout -k 5 60 "$PYTHON" "$REPO/tests/e2e/ptyshell.py" \
+    ">$line" '?pass phrase' '>wrong-passphrase\n' '?rc=[0-9]+'
+  assert_success
+  assert_output --partial "rlock: error: wrong passphrase for the TLS client key $TLS_DIR/client-encrypted.key"
+  assert_output --partial 'rc=77'
+  refute_output --partial 'rc=0'
+  # The right one is taken.
+  run --separate-stderr timeout -k 5 60 "$PYTHON" "$REPO/tests/e2e/ptyshell.py" \
+    ">$line" '?pass phrase' '>s3cret\n' '?rc=[0-9]+'
+  assert_success
+  assert_output --partial 'rc=0'
+}
