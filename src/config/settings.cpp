@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -115,10 +116,8 @@ void forget_inherited_copies(const struct stat& file, int own) {
   if (DIR* dir = opendir("/proc/self/fd")) {
     const int listing = dirfd(dir);
     while (const dirent* entry = readdir(dir)) {
-      char* end = nullptr;
-      const long fd = std::strtol(entry->d_name, &end, 10);
-      if (end != entry->d_name && *end == '\0' && fd != listing && fd >= 0 && fd <= INT32_MAX)
-        check(static_cast<int>(fd));
+      const auto fd = parse_integer(entry->d_name, 0, INT_MAX);
+      if (fd && *fd != listing) check(static_cast<int>(*fd));
     }
     closedir(dir);
   } else {
