@@ -227,11 +227,12 @@ Result<LockView> decode_status(const std::string& name, const redis::Reply& repl
 namespace {
 
 /// An acquire reply's state: 1 granted, 0 busy or queued, -1 limit
-/// mismatch, -2 member too young; nullopt: not an acquire reply.
+/// mismatch, -2 member too young; nullopt: not an acquire reply (any other
+/// state too: a member that says so has failed, it did not refuse).
 std::optional<std::int64_t> acquire_state(const redis::Reply& reply) {
   if (reply.type != redis::Reply::Type::array || reply.elements.size() < 2) return std::nullopt;
   auto state = integer_of(reply.elements[0]);
-  if (!state || !integer_of(reply.elements[1])) return std::nullopt;
+  if (!state || !integer_of(reply.elements[1]) || *state < -2 || *state > 1) return std::nullopt;
   return *state;
 }
 

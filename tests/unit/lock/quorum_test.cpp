@@ -183,6 +183,15 @@ TEST(Quorum, AcquireCountsTheMembersTooYoungToCount) {
   EXPECT_EQ(count.refused, 4u);
 }
 
+TEST(Quorum, AnAcquireInAStateNoScriptGivesIsAFailedMember) {
+  auto count = count_acquire({replied(array({integer(7), integer(0)})), granted(4),
+                              replied(array({integer(-3), integer(0)}))});
+  EXPECT_EQ(count.failed, 2u);
+  EXPECT_EQ(count.young, 0u);
+  EXPECT_EQ(count.refused, 0u);
+  EXPECT_EQ(count.granted, 1u);
+}
+
 TEST(Quorum, AGrantFromAMemberYoungerThanAHolderOthersShowDoesNotCount) {
   // The probe's case: the holder renewed itself to 60 s with renew --ttl;
   // two of three members restarted empty and, up for longer than the
