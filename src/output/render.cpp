@@ -207,6 +207,18 @@ std::size_t fence_width(const Range& rows, Fence fence) {
   return width;
 }
 
+/// The width an AGE or TTL column needs for `d` (format_duration): 7 up to
+/// an hour ("59.999s"), beyond it the hours' digits and "h59m59s" at the
+/// most ("167h59m59s", a week's TTL), and the sign of a forged negative.
+/// Computed, not formatted: a listing may have 100000 rows.
+std::size_t duration_width(Millis d) {
+  const auto count = d.count();
+  const std::uint64_t ms =
+      count < 0 ? 0 - static_cast<std::uint64_t>(count) : static_cast<std::uint64_t>(count);
+  std::size_t width = ms < 3'600'000 ? 7 : 7 + digits(static_cast<std::int64_t>(ms / 3'600'000));
+  return width + (count < 0 ? 1 : 0);
+}
+
 /// `{"name", ...fields}` as one line of JSON.
 Result<void> emit_named(const std::string& name, Json::Object fields) {
   Json::Object o;
@@ -326,14 +338,20 @@ Result<void> print_status(const lock::LockView& v, bool json) {
         fmt::format("lock {}: held ({}), {} holder{}, last fence {}\n", quoted_name(v.name),
                     mode_of(v), v.holders.size(), v.holders.size() == 1 ? "" : "s", v.last_fence);
     const std::size_t fence = fence_width(v.holders, [](const auto& h) { return h.fence; });
-    out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n", "ID",
-                       "MODE", "OWNER", "HOST", "PID", "AGE", "TTL", "FENCE", fence, "COMMAND");
+    std::size_t age = 7, ttl = 7;
+    for (const auto& h : v.holders) {
+      if (h.recorded) age = std::max(age, duration_width(h.age));
+      ttl = std::max(ttl, duration_width(h.ttl_left));
+    }
+    out += fmt::format("  {:<8}  {:<9}  {:<20}  {:<14}  {:>7}  {:>{}}  {:>{}}  {:>{}}  {}\n", "ID",
+                       "MODE", "OWNER", "HOST", "PID", "AGE", age, "TTL", ttl, "FENCE", fence,
+                       "COMMAND");
     for (const auto& h : v.holders)
-      out += fmt::format("  {:<8}  {}  {}  {}  {:>7}  {:>7}  {:>7}  {:>{}}  {}\n", printable(h.id),
-                         cell(h.mode, 9), cell(h.who.owner, 20), cell(h.who.host, 14),
-                         recorded_number(h.recorded, h.who.pid), age_shown(h),
-                         format_duration(h.ttl_left), recorded_number(h.recorded, h.fence), fence,
-                         printable(h.who.command));
+      out += fmt::format("  {:<8}  {}  {}  {}  {:>7}  {:>{}}  {:>{}}  {:>{}}  {}\n",
+                         printable(h.id), cell(h.mode, 9), cell(h.who.owner, 20),
+                         cell(h.who.host, 14), recorded_number(h.recorded, h.who.pid), age_shown(h),
+                         age, format_duration(h.ttl_left), ttl,
+                         recorded_number(h.recorded, h.fence), fence, printable(h.who.command));
   }
   if (!v.waiters.empty()) {
     out += fmt::format("  waiting ({}):\n", v.waiters.size());
@@ -423,9 +441,17 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
   };
   for (const auto& v : views) name_width = std::max(name_width, width_of(v.name));
   const std::size_t fence = fence_width(views, [](const auto& v) { return v.last_fence; });
-  std::string out = fmt::format("{:<{}}  {:<11}  {:>7}  {:<20}  {:>7}  {:>7}  {:>{}}  {:>7}  {}\n",
-                                "NAME", name_width, "MODE", "HOLDERS", "OWNER", "AGE", "TTL",
-                                "FENCE", fence, "WAITERS", "COMMAND");
+  // AGE and TTL (of each lock's first holder) as wide as their widest.
+  std::size_t age = 7, ttl = 7;
+  for (const auto& v : views) {
+    if (!v.problem.empty() || v.holders.empty()) continue;
+    const lock::HolderView& h = v.holders.front();
+    if (h.recorded) age = std::max(age, duration_width(h.age));
+    ttl = std::max(ttl, duration_width(h.ttl_left));
+  }
+  std::string out = fmt::format(
+      "{:<{}}  {:<11}  {:>7}  {:<20}  {:>{}}  {:>{}}  {:>{}}  {:>7}  {}\n", "NAME", name_width,
+      "MODE", "HOLDERS", "OWNER", "AGE", age, "TTL", ttl, "FENCE", fence, "WAITERS", "COMMAND");
   // Written a piece at a time (a row of a held lock takes ~125 bytes). Cells
   // are appended (output/columns.h): a format string parsed per row was
   // most of the rendering.
@@ -445,7 +471,7 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
       append_right(out, "-", 7);
       sep();
       append_left(out, "-", 20);
-      for (const std::size_t width : {std::size_t{7}, std::size_t{7}, fence, std::size_t{7}}) {
+      for (const std::size_t width : {age, ttl, fence, std::size_t{7}}) {
         sep();
         append_right(out, "-", width);
       }
@@ -462,15 +488,15 @@ Result<void> print_views(const Views& views, bool json, const std::vector<std::s
     if (first) {
       append_shown(out, first->who.owner, 20);
       sep();
-      append_right(out, age_shown(*first), 7);
+      append_right(out, age_shown(*first), age);
       sep();
-      append_right(out, format_duration(first->ttl_left), 7);
+      append_right(out, format_duration(first->ttl_left), ttl);
     } else {
       append_left(out, "-", 20);
       sep();
-      append_right(out, "-", 7);
+      append_right(out, "-", age);
       sep();
-      append_right(out, "-", 7);
+      append_right(out, "-", ttl);
     }
     sep();
     append_right(out, v.last_fence, fence);

@@ -147,3 +147,32 @@ print(len(locks), locks[1234]["name"], locks[1234]["fence"], locks[2499]["holder
   assert_output --regexp 'zz-good +exclusive'
   rcli DEL 'rlock:{aa-broken}:q' >/dev/null
 }
+
+# fence_ends: the column where each table line's FENCE header or fence
+# value ends (a fence is the line's one number of 16 digits), one per line;
+# status NAME's first line ("lock ...: held ..., last fence N") is no row.
+fence_ends() {
+  "$PYTHON" -c '
+import re, sys
+for line in sys.stdin:
+    if line.startswith("lock "):
+        continue
+    m = re.search(r"FENCE|\b[0-9]{16}\b", line)
+    if m:
+        print(m.end())'
+}
+
+# AGE and TTL were 7 wide whatever they held: a TTL of 100 hours or more
+# (a week is allowed) pushed the row's FENCE, WAITERS and COMMAND out of
+# line with the others and with the header.
+@test "status: a TTL of 100 hours or more keeps the columns in line, in the listing and for one lock" {
+  rl 0 acquire -t 160h long-lease
+  rl 0 acquire -t 10s short-lease
+  rl 0 acquire -t 10s -l 2 long-semaphore
+  rl 0 acquire -t 160h -l 2 long-semaphore
+  rl 0 status
+  assert_output --partial '159h59m'
+  assert_equal "$(fence_ends <<<"$output" | sort -u | wc -l)" 1
+  rl 0 status long-semaphore
+  assert_equal "$(fence_ends <<<"$output" | sort -u | wc -l)" 1
+}
