@@ -160,6 +160,35 @@ handoff_once() {
   rl 0 release dead --token "$(<"$BATS_TEST_TMPDIR/C.out")"
 }
 
+# The grant to a waiter that died while queued lasted 3 s from the release,
+# however long before the waiter had died: one dead 2 s held the queue up
+# for 5 (probe C), where the protocol gives a dead waiter one waiter lease.
+@test "handoff: a grant to a waiter that died while queued ends with what was left of its waiter lease" {
+  rl 0 acquire dead-queued -t 30s
+  local holder="$output"
+  queue B dead-queued -t 30s
+  queue C dead-queued -t 30s
+  kill -KILL "$(<"$BATS_TEST_TMPDIR/B.pid")"
+  # B's last re-check set its lease; nothing extends it any more.
+  local b lease_end grant_end
+  b="$(rcli ZRANGE 'rlock:{dead-queued}:q' 0 0)"
+  nap 0.3
+  lease_end="$(rcli ZSCORE 'rlock:{dead-queued}:l' "$b")"
+  [[ -n "$lease_end" ]] || fail "B left the queue before its lease ended"
+  nap 1.5
+  rl 0 release dead-queued --token "$holder"
+  # The release granted B (still queued), until its lease would have ended.
+  grant_end="$(rcli ZSCORE 'rlock:{dead-queued}:h' "$b")"
+  [[ -n "$grant_end" ]] || fail "the release did not grant the lock to B"
+  if ((grant_end > lease_end)); then
+    fail "B's grant ends $((grant_end - lease_end)) ms after its waiter lease did"
+  fi
+  bg_wait C 0 10
+  run holders dead-queued
+  assert_line --index 0 --regexp '^C:'
+  rl 0 release dead-queued --token "$(<"$BATS_TEST_TMPDIR/C.out")"
+}
+
 @test "handoff: a waiter stopped past its lease after the handoff prints no token it lost, and waits again" {
   rl 0 acquire stale -t 30s
   local holder="$output"

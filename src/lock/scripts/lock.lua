@@ -563,10 +563,13 @@ end
 
 -- How long a grant handed to a waiter by someone else's call (a release, a
 -- purge, a forced release, a waiter leaving) lasts until the new holder
--- confirms it, if its TTL is longer: the waiter lease (k_waiter_lease). A
--- waiter that died just before its grant loses it as soon as it would have
--- lost its place in the queue; a live one confirms at once (the acquire it
--- sent behind its BLPOP runs as soon as the BLPOP is served).
+-- confirms it, if its TTL is longer: the waiter lease (k_waiter_lease), and
+-- no longer than what is left of the waiter's own lease in L. A waiter that
+-- died while queued loses the grant as soon as it would have lost its place
+-- in the queue (before, GRANT_MS after the grant: a waiter dead for 2 s held
+-- the queue up for 5); a live one re-checks every second, so at least 2 s
+-- are left, and it confirms at once (the acquire it sent behind its BLPOP
+-- runs as soon as the BLPOP is served).
 local GRANT_MS = 3000
 
 -- Whether `counter` (F's value) is one rlock can count on: an integer
@@ -600,7 +603,8 @@ local function next_fence()
 end
 
 -- Hands the lock to queued waiter `token` in `mode`: it leaves the queue and
--- holds with a fence, for GRANT_MS or its TTL if shorter, and the grant (its
+-- holds with a fence, for GRANT_MS, its TTL or the rest of its waiter lease,
+-- whichever is shortest, and the grant (its
 -- fence) is pushed onto its wake list, unless `quiet` (the caller itself,
 -- which learns it from the reply). False when the fence counter is broken
 -- or the wake list is a foreign key.
@@ -617,11 +621,17 @@ local function hand_over(token, mode, quiet)
   local rest = string.match(record, '^%d+\n%d+(\n.*)$')
   local ttl = rest and tonumber(string.match(rest, '^\n%a+\n(%d+)\n'))
   if not ttl then ttl, rest = 30000, '\n' .. mode .. '\n30000\n' end
+  local lease = math.min(ttl, GRANT_MS)
+  if not quiet then
+    -- Within the waiter's own lease (see GRANT_MS); a purge ran first, so
+    -- it has not ended.
+    local until_ms = tonumber(redis.call('ZSCORE', L, token) or '')
+    if until_ms and until_ms - now < lease then lease = math.max(until_ms - now, 1) end
+  end
   redis.call('ZREM', Q, token)
   if mode ~= 'shared' then redis.call('ZREM', X, token) end
   redis.call('ZREM', L, token)
   local set = mode == 'shared' and S or H
-  local lease = math.min(ttl, GRANT_MS)
   redis.call('ZADD', set, now + lease, token)
   lease_ends(now + lease)
   redis.call('HSET', I, token, fence_text .. '\n' .. now .. rest)
