@@ -679,6 +679,24 @@ redis::Reply combine_status(const std::vector<std::string>& names,
   redis::Reply combined = empty_status();
   auto& c = combined.elements;
   bool first = true;
+  // The forced releases: of the member that saw the latest (by its own
+  // clock), the most of them on a tie. A member that was down or restarted
+  // during a release --force has none (or fewer); taking the first
+  // member's audit showed no forced release whenever that one had missed it.
+  std::optional<std::pair<Millis, std::size_t>> audit_seen;
+  for (const MemberReply& m : members) {
+    if (!usable_status(m) || read_only_status(m)) continue;
+    const auto& e = m.reply.elements;
+    const auto forced =
+        parse_audit(e[5].str, integer_of(e[0]).value_or(0), integer_of(e[1]).value_or(1));
+    if (forced.empty()) continue;
+    const std::pair<Millis, std::size_t> seen{forced.front().ago, forced.size()};
+    if (!audit_seen || seen.first < audit_seen->first ||
+        (seen.first == audit_seen->first && seen.second > audit_seen->second)) {
+      audit_seen = seen;
+      c[5] = e[5];
+    }
+  }
   std::vector<std::string> listed_holders, listed_waiters;
   redis::Reply views = redis::Reply::of_array();
   for (std::size_t k = 0; k < members.size(); ++k) {
@@ -712,7 +730,7 @@ redis::Reply combine_status(const std::vector<std::string>& names,
       continue;
     }
     if (first) {
-      c[0] = e[0], c[1] = e[1], c[5] = e[5];
+      c[0] = e[0], c[1] = e[1];
       first = false;
     }
     const std::int64_t fence = integer_of(e[2]).value_or(0);

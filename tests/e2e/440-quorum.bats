@@ -442,6 +442,19 @@ print(v["members"][4]["error"])' "$output"
   assert_equal "$(q_holding both)" 0
 }
 
+# status took the forced releases from the first member alone: one that was
+# down during the release --force (or restarted since) hid it (probe D).
+@test "quorum: status shows a forced release the first member missed" {
+  rl 0 acquire forced-first -t "$Q_TTL"
+  rl 0 release forced-first --force
+  qcli 1 DEL 'rlock:{forced-first}:a' >/dev/null
+  rl 1 --json status -t "$Q_TTL" forced-first
+  assert_equal "$(json 'd["forced"] is not None')" true
+  assert_equal "$(json 'len(d["forced_history"])')" 1
+  rl 1 status -t "$Q_TTL" forced-first
+  assert_output --partial 'force-released'
+}
+
 @test "quorum: a run takes its lock again on a member that lost it" {
   bg_rlock holder run q11 -t 1s -- sh -c 'echo "$RLOCK_FENCE" >"$0"; sleep 6' "$BATS_TEST_TMPDIR/fence"
   local i

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "lock/keys.h"
 #include "lock/protocol.h"
 #include "replies.h"
 #include "supervise/timing.h"
@@ -315,6 +316,34 @@ TEST(Quorum, StatusShowsMajorityHoldersAndMarksEveryMember) {
   EXPECT_EQ(view->members[3].holders, (std::vector<std::string>{"bbbb"}));
   EXPECT_EQ(view->members[4].state, "unreachable");
   EXPECT_EQ(view->members[4].problem, "Connection refused");
+}
+
+/// A status reply whose audit key holds forced releases at `times` (the
+/// member's own ms, newest first); the member's now is 10000.
+Reply status_with_audit(const std::vector<std::int64_t>& times) {
+  std::vector<std::string> entries;
+  for (const auto t : times) entries.push_back(netstrings({std::to_string(t), "", "ops"}));
+  return array(
+      {integer(10000), integer(1), integer(1), array({}), array({}), string(netstrings(entries))});
+}
+
+// Before, the first member's audit was shown: one that was down during the
+// release --force (none) hid the release the others recorded.
+TEST(Quorum, StatusShowsTheForcedReleasesOfTheMemberThatSawTheLatest) {
+  auto view =
+      decode_status("x", combine_status({"a", "b", "c"}, {replied(status_with_audit({})),
+                                                          replied(status_with_audit({9000, 5000})),
+                                                          replied(status_with_audit({9000}))}));
+  ASSERT_TRUE(view.has_value()) << view.error().message;
+  ASSERT_EQ(view->forced.size(), 2u);
+  EXPECT_EQ(view->forced[0].ago, Millis(1000));
+  EXPECT_EQ(view->forced[0].acl_user, "ops");
+  auto newer =
+      decode_status("x", combine_status({"a", "b"}, {replied(status_with_audit({7000, 5000, 3000})),
+                                                     replied(status_with_audit({9500}))}));
+  ASSERT_TRUE(newer.has_value());
+  ASSERT_EQ(newer->forced.size(), 1u);
+  EXPECT_EQ(newer->forced[0].ago, Millis(500));
 }
 
 TEST(Quorum, StatusWithoutAMajorityHolderIsFree) {
