@@ -79,22 +79,14 @@ std::string redact_text(std::string_view text) {
     shown = fmt::format("{}{}", text.substr(0, colon), text.substr(colon == start ? at + 1 : at));
   }
   // Other clients' forms that rlock does not read may carry a password
-  // too: key=value options (`host:6380,password=...`, `/0;password=...`),
-  // a fragment, and a path that is not a database number (a URL that did
-  // not parse is often a REDIS_URL set for another program, and errors go
-  // to cron mail and CI logs). Only what rlock reads is shown: the hosts
-  // and a database number; a unix:// URL's path is the socket's.
-  const bool socket_path = text.starts_with("unix://");
+  // too: key=value options (`host:6380,password=...`, `/0;password=...`)
+  // and a fragment (a URL that did not parse is often a REDIS_URL set for
+  // another program, and errors go to cron mail and CI logs). Nothing from
+  // the first '=', ';', '#' or blank on is shown.
   std::size_t cut = shown.size();
   for (std::size_t k = start; k < shown.size() && cut == shown.size(); ++k) {
     const auto c = static_cast<unsigned char>(shown[k]);
     if (c <= ' ' || c == 0x7f || c == '=' || c == ';' || c == '#') cut = k;
-  }
-  if (const std::size_t slash = shown.find('/', start);
-      !socket_path && slash != std::string::npos && slash < cut) {
-    const std::string_view db = std::string_view(shown).substr(slash + 1, cut - slash - 1);
-    if (!std::all_of(db.begin(), db.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      cut = slash + 1;
   }
   if (cut < shown.size()) {
     shown.resize(cut);

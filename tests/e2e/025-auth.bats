@@ -188,7 +188,7 @@ refute_secrets() {
 # password into cron mail and CI logs.
 @test "auth: a URL that does not parse is named without what may be a password" {
   for url in 'cache.internal:6380,password=s3cret-se,ssl=True' 'redis://cache/0;password=s3cret-semi' \
-    'redis://cache:6379/0#s3cret-fragment' 'redis://cache:6379/s3cret-path'; do
+    'redis://cache:6379/0#s3cret-fragment'; do
     REDIS_URL="$url" RLOCK_URL= rl 64 status
     assert_stderr --partial 'rlock: error: REDIS_URL: invalid URL '
     refute_secrets
