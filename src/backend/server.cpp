@@ -16,6 +16,20 @@ namespace rlock::backend {
 
 namespace {
 
+/// A write refused by a plain URL's server as a read-only replica (or a
+/// master since demoted): Redis' words say what it refused, not what to
+/// give instead. (Under Sentinel such a refusal is a failover to follow.)
+Error with_replica_hint(Error error) {
+  if (!server_kind(error, {redis::ServerError::readonly})) return error;
+  std::string_view said = without_script_location(error.message);
+  if (said.ends_with('.')) said.remove_suffix(1);
+  error.message = fmt::format(
+      "{}: this server is a read-only replica; give the master's URL, or the Sentinels' "
+      "(redis-sentinel://), which follow failovers",
+      said);
+  return error;
+}
+
 class ServerBackend final : public Backend {
  public:
   explicit ServerBackend(Target target)
@@ -332,6 +346,7 @@ Backend::Stepped ServerBackend::finish(const std::string& name, const lock::Call
   auto outcome = script_answer(describe(), m_target.replicas, m_replicas_seen, call,
                                std::move(*answer), lock::lock_keys(m_target.prefix, name).front());
   if (!outcome) return {};  // replicas to WAIT for
+  if (!*outcome) *outcome = std::unexpected(with_replica_hint(outcome->error()));
   return {std::move(*outcome), false};
 }
 
@@ -425,12 +440,13 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
         return std::unexpected(last);
       }
     }
-    if (!follow && !transient) return outcome;
+    if (!follow && !transient)
+      return sentinel() ? outcome : std::unexpected(with_replica_hint(error));
     if (auto paused = backoff.pause(error, describe(), "no usable master"); !paused) {
       Error last = paused.error();
       // The Sentinels answered and named a master out of reach.
       last.failing_over = last.code == Error::Code::unreachable && follow;
-      return std::unexpected(last);
+      return std::unexpected(sentinel() ? last : with_replica_hint(last));
     }
   }
 }

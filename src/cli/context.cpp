@@ -28,21 +28,6 @@ void stderr_line(const std::string& line) {
 }
 }  // namespace
 
-namespace {
-
-/// `message` without the location Redis 7 appends to an error raised inside
-/// a script (" script: SHA1, on @user_script:LINE."): it names rlock's
-/// script, which tells an operator nothing about what to fix.
-std::string_view without_script_location(std::string_view message) {
-  const size_t at = message.rfind(" script: ");
-  if (at == std::string_view::npos ||
-      message.find(", on @user_script:", at) == std::string_view::npos)
-    return message;
-  return message.substr(0, at);
-}
-
-}  // namespace
-
 int report(const Error& error) {
   std::string_view message = error.message;
   std::string line;

@@ -39,4 +39,12 @@ ExitStatus exit_status(Error::Code code) {
   return ExitStatus::internal;
 }
 
+std::string_view without_script_location(std::string_view message) {
+  const size_t at = message.rfind(" script: ");
+  if (at == std::string_view::npos ||
+      message.find(", on @user_script:", at) == std::string_view::npos)
+    return message;
+  return message.substr(0, at);
+}
+
 }  // namespace rlock

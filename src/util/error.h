@@ -6,6 +6,7 @@
 
 #include <expected>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace rlock {
@@ -75,6 +76,11 @@ inline std::unexpected<Error> fail(Error::Code code, std::string message) {
 /// The exit status for an error code; `busy` maps to the conflict exit code
 /// chosen by the user (-E), so it is passed in.
 ExitStatus exit_status(Error::Code code);
+
+/// `message` without the location Redis 7 appends to an error raised inside
+/// a script (" script: SHA1, on @user_script:LINE."): it names rlock's
+/// script, which tells an operator nothing about what to fix.
+std::string_view without_script_location(std::string_view message);
 
 /// Whether `err` (an errno) is this process's or the system's limit on open
 /// descriptors (EMFILE, ENFILE): no retry or server mends it.

@@ -168,6 +168,23 @@ $bad")"
   assert_stderr --partial 'quorum members'
 }
 
+# A plain URL that names a read-only replica got Redis' READONLY words
+# alone (76), where a writable replica, or the same one in a quorum, is told
+# what to give instead (probe D).
+@test "a plain URL that names a read-only replica is refused (76), saying to give the master or the Sentinels" {
+  local port="$REDIS_PORT" pid="$REDIS_PID" dir="$REDIS_DIR" url="$RLOCK_URL" replica replica_pid
+  start_redis --replicaof 127.0.0.1 "$port"
+  replica="$REDIS_PORT" replica_pid="$REDIS_PID"
+  export REDIS_PORT="$port" REDIS_PID="$pid" REDIS_DIR="$dir" RLOCK_URL="$url"
+  for what in "acquire on-replica -n" "release on-replica --force" "run on-replica -n -- true"; do
+    # shellcheck disable=SC2086 # the words of each command
+    rl 76 -u "redis://127.0.0.1:$replica/0" $what
+    assert_stderr --partial "READONLY You can't write against a read only replica: this server is a read-only replica; give the master's URL, or the Sentinels' (redis-sentinel://)"
+    refute_stderr --partial 'script:'
+  done
+  stop_redis "$replica_pid"
+}
+
 @test "sentinel: a node a Sentinel names as the master but that is a replica (one that takes writes) is refused (69), nothing written there" {
   # A stale or misconfigured Sentinel: it monitors a replica as the master.
   # With replica-read-only no the script would run there: without the ROLE
