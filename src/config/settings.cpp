@@ -275,6 +275,7 @@ Result<Layer> read_config_file(const std::string& path) {
       for (auto& u : redis::split_deployments(value)) {
         if (auto url = redis::parse_url(u); !url) return bad(url.error().message);
         layer.urls.push_back(u);
+        layer.url_origins.push_back(where);
       }
       layer.url_origin = where;
     } else if (key == "prefix") {
@@ -352,8 +353,10 @@ std::vector<std::string> servers_of(const redis::Url& url) {
 /// would let one server's vote count twice, so that losing it loses a
 /// majority, or its grant alone makes one. Only the same spelling is
 /// caught: `localhost` and 127.0.0.1 are not compared.
+/// `sources` names where each URL was given (a config file's line, the
+/// second of the pair's).
 Result<void> check_independent(const std::vector<redis::Url>& urls, Error::Code code,
-                               const std::string& source) {
+                               const std::vector<std::string>& sources) {
   for (std::size_t a = 0; a < urls.size(); ++a)
     for (std::size_t b = a + 1; b < urls.size(); ++b)
       for (const auto& server : servers_of(urls[a])) {
@@ -362,7 +365,7 @@ Result<void> check_independent(const std::vector<redis::Url>& urls, Error::Code 
         return fail(code,
                     fmt::format("{}: {} and {} name the same server: the deployments of a quorum "
                                 "must be independent (each counts once)",
-                                source, urls[a].redacted(), urls[b].redacted()));
+                                sources[b], urls[a].redacted(), urls[b].redacted()));
       }
   return {};
 }
@@ -481,8 +484,11 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
                                           : fmt::format("{}: {}", url_source, url.error().message));
     parsed_urls.push_back(*url);
   }
+  // Each URL's own line when they come from a config file.
+  std::vector<std::string> url_sources(urls.size(), url_source);
+  if (urls_from_file && file.url_origins.size() == urls.size()) url_sources = file.url_origins;
   if (auto independent = check_independent(
-          parsed_urls, urls_from_file ? Error::Code::config : Error::Code::usage, url_source);
+          parsed_urls, urls_from_file ? Error::Code::config : Error::Code::usage, url_sources);
       !independent)
     return std::unexpected(independent.error());
   for (const auto& parsed_url : parsed_urls) {

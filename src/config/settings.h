@@ -34,6 +34,9 @@ struct Layer {
   /// Where a config file set url, password-file, sentinel-password-file,
   /// insecure, tls, cert and key: the `file:line` its errors name.
   std::string url_origin, password_file_origin, sentinel_password_file_origin, insecure_origin;
+  /// The `file:line` of each of `urls` (a quorum's duplicate is named on
+  /// its own line).
+  std::vector<std::string> url_origins;
   std::string tls_origin, cert_origin, key_origin, cacert_origin;
   std::optional<bool> show_command;  // store full command lines (not only program names)
   /// A config file's path when others may read it (a password in its URL

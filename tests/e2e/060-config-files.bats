@@ -185,3 +185,15 @@ tls = yes")"
   warnings="$(grep -c '^rlock: warning: using a password on the command line' <<<"$stderr")"
   assert_equal "$warnings" 1
 }
+
+# The error named the file's last url line, whichever held the duplicate.
+@test "config: a quorum member given twice in the file is named on the line of the second" {
+  printf 'url = redis://127.0.0.1:1/0\nurl = redis://127.0.0.1:1/2\nurl = redis://127.0.0.1:3/0\n' \
+    >"$BATS_TEST_TMPDIR/dup.conf"
+  RLOCK_URL= rl 78 --config "$BATS_TEST_TMPDIR/dup.conf" acquire dup -n
+  assert_stderr --partial "dup.conf:2: redis://127.0.0.1:1/0 and redis://127.0.0.1:1/2 name the same server"
+  printf 'url = redis://127.0.0.1:1/0,redis://127.0.0.1:1/1\nurl = redis://127.0.0.1:3/0\n' \
+    >"$BATS_TEST_TMPDIR/dup.conf"
+  RLOCK_URL= rl 78 --config "$BATS_TEST_TMPDIR/dup.conf" acquire dup -n
+  assert_stderr --partial "dup.conf:1: redis://127.0.0.1:1/0 and redis://127.0.0.1:1/1 name the same server"
+}
