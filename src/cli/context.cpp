@@ -98,8 +98,7 @@ Result<lock::LockClient> Context::client() {
   for (const auto& w : settings->warnings) warn("warning: " + w);
   m_show_command = settings->show_command;
   m_secrets.clear();
-  for (const auto& secret : {settings->sentinel_password})
-    if (secret) m_secrets.push_back(*secret);
+  if (settings->sentinel_password) m_secrets.push_back(*settings->sentinel_password);
   for (const auto& server : settings->servers)
     for (const auto& secret : {server.password, server.url.password})
       if (secret) m_secrets.push_back(*secret);
