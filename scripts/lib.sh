@@ -149,3 +149,45 @@ stop_private_redis() {
 configure_build() {
   cmake -S "$REPO" -B "$REPO/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 }
+
+# ensure_valkey DIR: a valkey-server for the Valkey stage of scripts/test
+# (protocol.md: rlock works on Redis 7 and on Valkey). Debian 12 has Valkey
+# only in bookworm-backports (valkey-server and valkey-tools, 8.0): their
+# packages are downloaded (apt verifies them against Debian's archive key)
+# and unpacked into DIR, not installed, so that the machine's apt sources,
+# its redis-server and the names it answers to are left as they are: the
+# server is DIR/usr/bin/valkey-server. Nothing is fetched when DIR already
+# holds one that runs. apt's output goes to a log, printed only if it fails.
+ensure_valkey() {
+  local dir="$1" tmp rc=0 deb
+  if "$dir/usr/bin/valkey-server" --version >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "==> fetching valkey-server from Debian's bookworm-backports (unpacked into $dir)"
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/rlock-valkey.XXXXXX")"
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/debs"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
+    "http://deb.debian.org/debian bookworm-backports main" >"$tmp/sources.list"
+  local apt=(apt-get -q -o "Dir::Etc::SourceList=$tmp/sources.list"
+    -o "Dir::Etc::SourceParts=$tmp/none" -o "Dir::State::Lists=$tmp/lists"
+    -o "Dir::Cache=$tmp/cache" -o "APT::Sandbox::User=$(id -un)")
+  { "${apt[@]}" update &&
+    (cd "$tmp/debs" && "${apt[@]}" download valkey-server valkey-tools); } \
+    </dev/null >"$tmp/apt.log" 2>&1 || rc=$?
+  if ((rc == 0)); then
+    mkdir -p "$dir"
+    for deb in "$tmp"/debs/*.deb; do
+      dpkg-deb -x "$deb" "$dir" || rc=$?
+    done
+  fi
+  if ((rc == 0)) && ! "$dir/usr/bin/valkey-server" --version >/dev/null 2>&1; then
+    echo "error: the unpacked valkey-server does not run" >&2
+    rc=1
+  fi
+  if ((rc != 0)); then
+    cat "$tmp/apt.log" >&2
+    echo "error: could not fetch valkey-server from bookworm-backports (exit $rc)" >&2
+  fi
+  rm -rf "$tmp"
+  return "$rc"
+}

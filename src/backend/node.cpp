@@ -390,7 +390,10 @@ std::vector<std::vector<std::string>> script_request(const config::ReplicaPolicy
 Error with_keys_named(Error error, const std::string& first_key) {
   if (error.code != Error::Code::auth || first_key.empty() ||
       error.message.find("NOPERM") == std::string::npos ||
-      error.message.find("one of the keys") == std::string::npos)
+      // Redis 7 says "... access one of the keys used as arguments",
+      // Valkey 8 "No permissions to access a key".
+      (error.message.find("one of the keys") == std::string::npos &&
+       error.message.find("access a key") == std::string::npos))
     return error;
   // A lock's keys are its base and one letter (lock::lock_keys).
   error.message += fmt::format(

@@ -391,9 +391,15 @@ Result<Outcome> ServerBackend::run(const std::string& name, const lock::Call& ca
     if (!call.known_replicas) m_replicas_seen = seen;
     // Fewer acknowledgements than replicas seen may be a failover in
     // progress: the next try asks the Sentinels where the master is now.
+    // The connection is offered back, not dropped: when the master stays,
+    // the next try's WAIT goes out where the write did and so covers it.
+    // On a new connection, a try that writes nothing (a release finding the
+    // lock already gone) would have a WAIT that covers nothing on Redis 7.2
+    // and Valkey, which count a client's own writes only, and it would
+    // confirm a write the frozen replica never got (e2e 420 on Valkey).
     if (outcome && outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() &&
         sentinel())
-      drop_connection();
+      m_asked_at = {};
     if (outcome) {
       // Sent again on a new connection after the one it went out on was
       // lost: the first may have been carried out (a failover followed is

@@ -142,7 +142,7 @@ release_client_slot() {
   done
   # ... and start it again on the same port and directory, slowly loading
   # (and answering clients meanwhile, rather than only every 2 MB loaded).
-  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" --save '' \
+  "${RLOCK_E2E_SERVER:-redis-server}" --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" --save '' \
     --appendonly no --key-load-delay 100 --loading-process-events-interval-bytes 1024 --logfile "$REDIS_DIR/redis.log" </dev/null \
     >/dev/null 2>&1 3>&- &
   export REDIS_PID=$!
@@ -189,7 +189,7 @@ release_client_slot() {
     nap 0.05
   done
   nap "$("$PYTHON" -c 'import sys, time; print(max(0.0, float(sys.argv[1]) + 3.6 - time.time()))' "$held")"
-  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" --save '' \
+  "${RLOCK_E2E_SERVER:-redis-server}" --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" --save '' \
     --appendonly no --logfile "$REDIS_DIR/redis.log" </dev/null >/dev/null 2>&1 3>&- &
   export REDIS_PID=$!
   echo "$REDIS_PID $REDIS_DIR" >>"$BATS_FILE_TMPDIR/redis-servers"

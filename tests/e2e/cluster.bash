@@ -119,7 +119,7 @@ _cluster_launch() {
   # waiting 5 s for more replicas. cluster-replica-validity-factor 0: a
   # replica may always be promoted, however long its link was down (a
   # test may kill a master right after a restart).
-  redis-server --port "$port" --bind 127.0.0.1 --daemonize no --save '' --appendonly no \
+  "${RLOCK_E2E_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --daemonize no --save '' --appendonly no \
     --dir "$dir" --logfile "$dir/redis.log" --repl-diskless-sync-delay 0 \
     --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
     --cluster-node-timeout "$CLUSTER_NODE_TIMEOUT_MS" --cluster-replica-validity-factor 0 \

@@ -432,7 +432,8 @@ with open(sys.argv[1], "a+") as ledger:
 EOF
 }
 
-# _launch_redis DIR ARGS...: starts redis-server in the foreground of a
+# _launch_redis DIR ARGS...: starts redis-server (or RLOCK_E2E_SERVER, such as
+# a valkey-server: scripts/test's Valkey stage) in the foreground of a
 # background job, with DIR as its working directory and unix socket, records
 # it for stop_all_redis, and waits (bounded) until it answers on the socket.
 # Sets _REDIS_PID. A NOAUTH answer counts as up (servers with requirepass).
@@ -441,7 +442,7 @@ EOF
 _launch_redis() {
   local dir="$1"
   shift
-  redis-server --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+  "${RLOCK_E2E_SERVER:-redis-server}" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
     --dir "$dir" --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
     --logfile "$dir/redis.log" "$@" </dev/null >"$dir/stdout.log" 2>&1 3>&- &
   _REDIS_PID=$!

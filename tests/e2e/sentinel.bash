@@ -127,7 +127,7 @@ _topo_start_node() {
   args+=("${E2E_TLS_SERVER[@]}")
   # repl-diskless-sync-delay 0: a full sync starts at once instead of
   # waiting 5 s for more replicas. Any node may become master.
-  redis-server --port "$port" --bind 127.0.0.1 --daemonize no --save '' --appendonly no \
+  "${RLOCK_E2E_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --daemonize no --save '' --appendonly no \
     --dir "$dir" --logfile "$dir/redis.log" --repl-diskless-sync-delay 0 \
     "${args[@]}" </dev/null >"$dir/stdout.log" 2>&1 3>&- &
   echo "$!" >"$dir/pid"
@@ -169,7 +169,7 @@ EOF
 # (the one Sentinel keeps rewriting) and waits until it answers.
 _topo_launch_sentinel() {
   local port="$1" dir="$TOPO_DIR/s-$1"
-  redis-server "$dir/sentinel.conf" --sentinel </dev/null >>"$dir/stdout.log" 2>&1 3>&- &
+  "${RLOCK_E2E_SERVER:-redis-server}" "$dir/sentinel.conf" --sentinel </dev/null >>"$dir/stdout.log" 2>&1 3>&- &
   echo "$!" >"$dir/pid"
   disown "$!"
   _topo_wait_ping "$port" "$!" "$dir"

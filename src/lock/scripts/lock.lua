@@ -63,7 +63,10 @@ end
 -- command ("can't run this command or subcommand").
 local t = redis.pcall('TIME')
 if t.err then
-  if string.find(t.err, 'Unknown Redis command', 1, true) then return unavailable('TIME') end
+  -- Redis: "Unknown Redis command called from script", Valkey: "Unknown
+  -- command called from script".
+  if string.find(t.err, 'command called from script', 1, true) and
+    string.find(t.err, 'Unknown', 1, true) then return unavailable('TIME') end
   return redis.error_reply('NOPERM this user has no permissions to run the \'time\' command, ' ..
     'which rlock needs: nothing was changed (see Minimum ACL in rlock(1))')
 end
