@@ -265,6 +265,14 @@ wait_queued() {
   refute_output --partial ran
   assert_stderr --partial 'holds a hash without a limit, not part of an rlock lock'
   rl 76 --prefix '' acquire cart7 -n
+  # status says what every write says, not "free"; the listing shows it
+  # as broken, not hidden (probe F).
+  rl 76 --prefix '' status cart7
+  assert_stderr --partial 'holds a hash without a limit, not part of an rlock lock'
+  rl 0 --prefix '' status --json
+  assert_equal "$(json '[b["name"] for b in d["broken"]]')" '["cart7"]'
+  rl 0 --prefix '' status
+  assert_output --partial 'cart7'
   assert_equal "$(rcli HGETALL '{cart7}:m')" "$before"
   assert_equal "$(rcli PTTL '{cart7}:m')" -1
 }

@@ -366,6 +366,12 @@ if meta_exists and op ~= 'renew' then
       '(see COMPATIBILITY in rlock(1))')
   end
 end
+-- A hash at M without a limit is no M of ours (every run that makes M
+-- writes its limit first): another application's hash at this name.
+local function meta_without_limit()
+  return redis.error_reply('WRONGTYPE key ' .. M .. ' holds a hash without a limit, not ' ..
+    'part of an rlock lock: nothing was changed')
+end
 local fresh = false
 if not meta_exists then
   fresh = meta_type == 'none' and redis.call('EXISTS', H, S, Q, X, L, I, A) == 0
@@ -376,14 +382,10 @@ elseif op ~= 'renew' and op ~= 'status' then
   local err = foreign_key(M)
   if err then return err end
   -- So is a limit that is not one: the grants would compare with it halfway.
-  -- And a hash without one is no M of ours (every run that makes M writes
-  -- its limit first): another application's hash at this name, which the
-  -- lock would fill with its fields and delete when it ends.
+  -- And a hash without one, which the lock would fill with its fields and
+  -- delete when it ends.
   local limit = redis.call('HGET', M, 'limit')
-  if not limit then
-    return redis.error_reply('WRONGTYPE key ' .. M .. ' holds a hash without a limit, not ' ..
-      'part of an rlock lock: nothing was changed')
-  end
+  if not limit then return meta_without_limit() end
   if not (string.match(limit, '^%d+$') and #limit <= 9 and tonumber(limit) >= 1) then
     return redis.error_reply('ERR key ' .. M .. ' holds a limit that is not a positive ' ..
       'integer, not part of an rlock lock: nothing was changed')
@@ -1007,6 +1009,12 @@ local function status()
   -- or rounded, and the lock as free): the lock is reported broken.
   local counter = redis.call('GET', F)
   if counter and not counter_ok(counter) then return broken_counter() end
+  -- Another application's hash at M: a lock every write refuses is not
+  -- shown as free (or left out of a listing) either.
+  if meta_exists then
+    if stored_limit == nil then read_meta() end
+    if not stored_limit then return meta_without_limit() end
+  end
   local reply = { now, limit_of() or 1, tonumber(counter or '0'), holders, waiters,
     redis.call('GET', A) or '' }
   if ARGV[2] == '1' then
