@@ -279,7 +279,8 @@ Result<Layer> read_config_file(const std::string& path) {
       }
       layer.url_origin = where;
     } else if (key == "prefix") {
-      if (auto valid = lock::validate_prefix(value); !valid) return bad(valid.error().message);
+      if (auto valid = lock::validate_prefix(value, "prefix"); !valid)
+        return bad(valid.error().message);
       layer.prefix = value;
     } else if (key == "user") {
       layer.user = value;
@@ -392,7 +393,12 @@ Result<Settings> resolve(const Layer& cli, const Environment& env, const Layer& 
 
   if (auto prefix = cli.prefix ? cli.prefix : env.prefix ? env.prefix : file.prefix)
     settings.prefix = *prefix;
-  if (auto ok = lock::validate_prefix(settings.prefix); !ok) return std::unexpected(ok.error());
+  // Named as the user gave it: a bad RLOCK_PREFIX was blamed on --prefix.
+  if (auto ok = lock::validate_prefix(settings.prefix, cli.prefix   ? "--prefix"
+                                                       : env.prefix ? "RLOCK_PREFIX"
+                                                                    : "prefix");
+      !ok)
+    return std::unexpected(ok.error());
 
   Millis connect_timeout{2000};
   auto timeout_text = cli.connect_timeout;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "util/number.h"
 #include "util/percent.h"
 #include "util/token.h"
 
@@ -19,10 +20,11 @@ Result<void> validate_name(std::string_view name) {
   return {};
 }
 
-Result<void> validate_prefix(std::string_view prefix) {
+Result<void> validate_prefix(std::string_view prefix, std::string_view source) {
   if (prefix.find_first_of("{}") != std::string_view::npos || prefix.find('\0') != prefix.npos)
     return fail(Error::Code::usage,
-                fmt::format("invalid --prefix '{}': it may not contain '{{', '}}' or NUL", prefix));
+                fmt::format("invalid {} {}: it may not contain '{{', '}}' or NUL", source,
+                            quote_input(prefix)));
   return {};
 }
 

@@ -19,8 +19,9 @@ inline constexpr size_t k_max_name_bytes = 512;
 
 /// Checks a lock name (non-empty, at most 512 bytes, no NUL).
 Result<void> validate_name(std::string_view name);
-/// Checks a key prefix (no braces: they would move the hash tag).
-Result<void> validate_prefix(std::string_view prefix);
+/// Checks a key prefix (no braces: they would move the hash tag); the
+/// error names `source`, where the prefix came from.
+Result<void> validate_prefix(std::string_view prefix, std::string_view source = "--prefix");
 
 std::string escape_name(std::string_view name);
 std::optional<std::string> unescape_name(std::string_view escaped);

@@ -93,6 +93,11 @@ TRICKY=('[1, 2]' '[]' '[a,b]' 'a,b' '{x}' '{}' 'k=v' '--' '++' '-l' '--ttl=5s' '
   rl_usage_error --connect-timeout "$huge" status num
   RLOCK_CONNECT_TIMEOUT="$huge" rl_usage_error status num
   assert_stderr --partial RLOCK_CONNECT_TIMEOUT
+  # A bad prefix is named where it came from (before, always --prefix).
+  RLOCK_PREFIX='a{b' rl_usage_error status num
+  assert_stderr --partial "invalid RLOCK_PREFIX 'a{b'"
+  RLOCK_PREFIX='a{b' rl_usage_error --prefix 'c}' status num
+  assert_stderr --partial "invalid --prefix 'c}'"
   rl_usage_error acquire num -E 256
   assert_stderr --partial -- '--conflict-exit-code'
   rl_usage_error acquire num -E "$huge"
