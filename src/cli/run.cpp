@@ -154,20 +154,29 @@ std::vector<supervise::HeldLock> enclosing_holds_of(const std::string& name) {
   return holds;
 }
 
-/// True when an enclosing `rlock run` of this process tree holds `name`, at
-/// any depth (A -> B -> A): RLOCK_HELD or RLOCK_NAME/RLOCK_TOKEN say so, and
-/// the server confirms that the holder with that id is an `rlock` among our
-/// ancestors on this host (a stale environment, say inherited by a daemon
-/// that outlived its run, does not count).
-Result<bool> held_by_enclosing_run(lock::LockClient& client, const std::string& name) {
+/// An enclosing run's hold of the lock: how it holds it, and the lock's limit.
+struct EnclosingHold {
+  lock::HolderView holder;
+  int limit = 1;
+};
+
+/// The hold of an enclosing `rlock run` of this process tree on `name`, at
+/// any depth (A -> B -> A), if there is one: RLOCK_HELD or
+/// RLOCK_NAME/RLOCK_TOKEN say so, and the server confirms that the holder
+/// with that id is an `rlock` among our ancestors on this host (a stale
+/// environment, say inherited by a daemon that outlived its run, does not
+/// count).
+Result<std::optional<EnclosingHold>> held_by_enclosing_run(lock::LockClient& client,
+                                                           const std::string& name) {
   const auto holds = enclosing_holds_of(name);
-  if (holds.empty()) return false;
+  if (holds.empty()) return std::nullopt;
   auto view = client.status(name);
   if (!view) return std::unexpected(view.error());
   for (const auto& holder : view->holders)
     for (const auto& h : holds)
-      if (holder.id == h.id && is_enclosing_run(holder.who, name)) return true;
-  return false;
+      if (holder.id == h.id && is_enclosing_run(holder.who, name))
+        return EnclosingHold{holder, view->limit};
+  return std::nullopt;
 }
 
 /// Replaces rlock with the command: the enclosing run supervises it.
@@ -434,6 +443,12 @@ int run_command(Context& context, const RunOptions& o) {
   auto nested = held_by_enclosing_run(*client, o.lock.name);
   if (!nested) return report(nested.error());
   if (*nested) {
+    // Only what the ancestor's hold covers runs at once: before, an
+    // exclusive run under a shared one ran beside the other shared
+    // holders, and a --limit nobody else could use went unnoticed (probe E).
+    if (auto fits = lock::nested_request_fits(plan->request, (*nested)->holder, (*nested)->limit);
+        !fits)
+      return report(fits.error());
     context.verbose(
         fmt::format("lock '{}' is held by an enclosing run: running the command", o.lock.name));
     // It becomes the command: with --json too, the enclosing run's

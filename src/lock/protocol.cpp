@@ -51,6 +51,32 @@ Call acquire_call(const Request& request, const std::string& token, bool enqueue
   return min_uptime.count() > 0 ? with_min_uptime(std::move(call), min_uptime) : call;
 }
 
+Result<void> nested_request_fits(const Request& request, const HolderView& held, int lock_limit) {
+  const auto how_held = [&]() -> std::string {
+    if (lock_limit > 1) return fmt::format("as a semaphore (--limit {})", lock_limit);
+    if (held.mode == "shared" || held.mode == "exclusive") return held.mode;
+    return "in a way status cannot tell (its record is gone)";
+  };
+  const std::string wanted = request.shared      ? "--shared"
+                             : request.limit > 1 ? fmt::format("with --limit {}", request.limit)
+                                                 : std::string("exclusively");
+  bool fits = false;
+  if (!held.recorded)
+    fits = false;
+  else if (lock_limit > 1)
+    fits = !request.shared && request.limit == lock_limit;
+  else if (held.mode == "exclusive")
+    fits = request.limit == 1;  // exclusive, or shared: the hold covers both
+  else if (held.mode == "shared")
+    fits = request.shared;
+  if (fits) return {};
+  return fail(Error::Code::usage,
+              fmt::format("lock '{}' is held {} by an enclosing rlock run, which does not "
+                          "cover taking it {}: a nested run would wait for its own ancestor, "
+                          "or run beside the other holders",
+                          request.name, how_held(), wanted));
+}
+
 Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply) {
   const auto& e = reply.elements;
   if (reply.type != redis::Reply::Type::array || e.size() < 2)

@@ -43,6 +43,17 @@ Call acquire_call(const Request& request, const std::string& token, bool enqueue
                   Millis min_uptime = Millis(0));
 Result<Attempt> decode_attempt(const Request& request, const redis::Reply& reply);
 
+/// Whether `request`, made by a nested `rlock run` under an enclosing run
+/// that holds the lock as `held` (the lock's limit `lock_limit`), is
+/// covered by that hold: an exclusive hold covers an exclusive or a shared
+/// request, a shared hold a shared one, a semaphore slot a request with
+/// the same limit. Otherwise the usage error (64) it gets: a request no
+/// direct acquire could make either (a limit or mode the lock is not used
+/// with), or one that needs more than the ancestor holds (exclusive under
+/// shared: it would wait for its own ancestor, and running at once would
+/// run it beside the other shared holders).
+Result<void> nested_request_fits(const Request& request, const HolderView& held, int lock_limit);
+
 /// A renewal extends the lease, never shortens it; with `may_shorten` it sets
 /// the lease to `ttl` from now either way (`run` after its command ended, for
 /// --min-hold: nothing runs under the lock any more).

@@ -35,6 +35,35 @@ gone() {
   rl 1 status inner-b
 }
 
+@test "run: a nested run goes ahead only when the enclosing hold covers it (mode and limit)" {
+  # Covered: exclusive under exclusive, shared under exclusive or shared,
+  # a slot of the same semaphore.
+  rl 0 run cover-x -- "$RLOCK" run cover-x -s -- echo shared-in-exclusive
+  assert_output shared-in-exclusive
+  rl 0 run cover-s -s -- "$RLOCK" run cover-s -s -- echo shared-in-shared
+  assert_output shared-in-shared
+  rl 0 run cover-l -l 2 -- "$RLOCK" run cover-l -l 2 -- echo slot-in-slot
+  assert_output slot-in-slot
+  # Not covered (probe E): an exclusive run under a shared hold ran at once,
+  # beside another shared holder; a limit or mode the lock is not used
+  # with, which a direct acquire refuses, went unnoticed.
+  rl 0 acquire cover-s -s -t 60s
+  local other="$output"
+  rl 64 run cover-s -s -- "$RLOCK" run cover-s -n -- echo exclusive-in-shared
+  refute_output --partial exclusive-in-shared
+  assert_stderr --partial "lock 'cover-s' is held shared by an enclosing rlock run, which does not cover taking it exclusively"
+  rl 64 run cover-l -l 2 -- "$RLOCK" run cover-l -n -- echo exclusive-in-slot
+  refute_output --partial exclusive-in-slot
+  assert_stderr --partial "held as a semaphore (--limit 2)"
+  rl 64 run cover-l -l 2 -- "$RLOCK" run cover-l -l 3 -n -- echo other-limit
+  refute_output --partial other-limit
+  rl 64 run cover-x -- "$RLOCK" run cover-x -l 2 -n -- echo slot-in-exclusive
+  refute_output --partial slot-in-exclusive
+  rl 64 run cover-l -l 2 -- "$RLOCK" run cover-l -s -n -- echo shared-in-slot
+  refute_output --partial shared-in-slot
+  rl 0 release cover-s --token "$other"
+}
+
 @test "run: RLOCK_HELD lists every enclosing hold by short id, RLOCK_NAME is the innermost" {
   rl 0 run 'a,b%' -- "$RLOCK" run inner -- sh -c 'echo "$RLOCK_NAME"; echo "$RLOCK_HELD"'
   assert_line -n 0 inner

@@ -164,3 +164,43 @@ TEST(Protocol, ForceDecodesTheEvictedHolders) {
 
 }  // namespace
 }  // namespace rlock::lock
+
+namespace rlock::lock {
+namespace {
+
+TEST(NestedRun, RunsAtOnceOnlyWhenTheEnclosingHoldCoversTheRequest) {
+  auto request = [](bool shared, int limit) {
+    Request r;
+    r.name = "n";
+    r.shared = shared;
+    r.limit = limit;
+    return r;
+  };
+  auto held = [](std::string mode, bool recorded = true) {
+    HolderView h;
+    h.mode = std::move(mode);
+    h.recorded = recorded;
+    return h;
+  };
+  // Exclusive covers exclusive and shared; shared only shared; a semaphore
+  // slot only the same limit.
+  EXPECT_TRUE(nested_request_fits(request(false, 1), held("exclusive"), 1).has_value());
+  EXPECT_TRUE(nested_request_fits(request(true, 1), held("exclusive"), 1).has_value());
+  EXPECT_TRUE(nested_request_fits(request(true, 1), held("shared"), 1).has_value());
+  EXPECT_TRUE(nested_request_fits(request(false, 3), held("semaphore"), 3).has_value());
+  auto upgrade = nested_request_fits(request(false, 1), held("shared"), 1);
+  ASSERT_FALSE(upgrade.has_value());
+  EXPECT_EQ(upgrade.error().code, Error::Code::usage);
+  EXPECT_NE(upgrade.error().message.find("held shared"), std::string::npos);
+  EXPECT_NE(upgrade.error().message.find("taking it exclusively"), std::string::npos);
+  EXPECT_FALSE(nested_request_fits(request(false, 1), held("semaphore"), 3).has_value());
+  EXPECT_FALSE(nested_request_fits(request(false, 2), held("semaphore"), 3).has_value());
+  EXPECT_FALSE(nested_request_fits(request(true, 1), held("semaphore"), 3).has_value());
+  EXPECT_FALSE(nested_request_fits(request(false, 2), held("exclusive"), 1).has_value());
+  EXPECT_FALSE(nested_request_fits(request(false, 2), held("shared"), 1).has_value());
+  // A holder whose record is gone: how it holds the lock is unknown.
+  EXPECT_FALSE(nested_request_fits(request(true, 1), held("", false), 1).has_value());
+}
+
+}  // namespace
+}  // namespace rlock::lock
