@@ -66,9 +66,12 @@ _rlock_lock_names() {
       --connect-timeout=*) ;;
     esac
   done
+  # Only names whose JSON escapes are \" and \\: one with a control character
+  # or a byte that is not UTF-8 (\n, \u...) is not offered, since decoding
+  # only those two gave another name (new\nline for a newline).
   # 1 s: completion must never hang on an unreachable server.
   timeout 1 "$bin" "${conn[@]}" --connect-timeout 0.5 --quiet --json status 2>/dev/null </dev/null |
-    grep -o '"name":"\([^"\\]\|\\.\)*"' | sed -e 's/^"name":"//' -e 's/"$//' -e 's/\\"/"/g' \
+    grep -o '"name":"\([^"\\]\|\\["\\]\)*"' | sed -e 's/^"name":"//' -e 's/"$//' -e 's/\\"/"/g' \
     -e 's/\\\\/\\/g'
 }
 

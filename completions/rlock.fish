@@ -151,9 +151,12 @@ function __rlock_lock_names
         end
         set i (math $i + 1)
     end
+    # Only names whose JSON escapes are \" and \\: one with a control character
+    # or a byte that is not UTF-8 (\n, \u...) is not offered, since decoding
+    # only those two gave another name (new\nline for a newline).
     # 1 s: completion must never hang on an unreachable server.
     timeout 1 $bin $conn --connect-timeout 0.5 --quiet --json status 2>/dev/null </dev/null |
-        string match -ra '"name":"(?:[^"\\\\]|\\\\.)*"' |
+        string match -ra '"name":"(?:[^"\\\\]|\\\\["\\\\])*"' |
         string replace -r '^"name":"(.*)"$' '$1' |
         string replace -a '\\"' '"' |
         string replace -a '\\\\' '\\'

@@ -37,6 +37,11 @@ for name in nightly-report deploy-prod "build cache"; do
   "$RLOCK" acquire -t 120s "$name" >/dev/null
 done
 "$RLOCK" --prefix other: acquire -t 120s elsewhere >/dev/null
+# Names JSON escapes: a quote is offered; a newline, a tab or a byte that is
+# not UTF-8 is not (decoding \" and \\ alone made another name of them).
+for name in 'odd"quote' $'odd\nline' $'odd\ttab' $'odd\xffbyte'; do
+  "$RLOCK" acquire -t 120s "$name" >/dev/null
+done
 
 # Completion runs `rlock` (COMP_WORDS[0]) from PATH.
 ln -s "$RLOCK" "$work/rlock"
@@ -83,7 +88,8 @@ expect bash "rlock run --k" "--key${nl}--kill-after"
 expect bash "rlock run --m" "--max-hold${nl}--min-hold"
 expect bash "rlock release --f" "--force"
 expect bash "rlock renew x --to" $'--token\n--token-file'
-expect bash "rlock status ''" "build\\ cache${nl}deploy-prod${nl}nightly-report"
+expect bash "rlock status ''" "build\\ cache${nl}deploy-prod${nl}nightly-report${nl}odd\\\"quote"
+expect bash "rlock status o" "odd\\\"quote"
 expect bash "rlock release n" "nightly-report"
 expect bash "rlock -u $RLOCK_URL run -n d" "deploy-prod"
 expect bash "rlock --prefix other: status ''" "elsewhere"
@@ -125,10 +131,10 @@ if [[ -r /usr/share/bash-completion/bash_completion ]]; then
     rlock run --ttl = 5s job ls --almost-al
   expect_loaded --wait "rlock run --owner=me job --w" rlock run --owner = me job --w
   expect_loaded --almost-all "rlock run -nt 5s job ls --almost-al" rlock run -nt 5s job ls --almost-al
-  expect_loaded "build\\ cache${nl}deploy-prod${nl}nightly-report" "rlock -u $RLOCK_URL status " \
+  expect_loaded "build\\ cache${nl}deploy-prod${nl}nightly-report${nl}odd\\\"quote" "rlock -u $RLOCK_URL status " \
     rlock -u redis : //127.0.0.1 : "$port/0" status ""
   # A quoted URL (as bash passes the words: quotes on).
-  expect_loaded "build\\ cache${nl}deploy-prod${nl}nightly-report" "rlock -u '$RLOCK_URL' status " \
+  expect_loaded "build\\ cache${nl}deploy-prod${nl}nightly-report${nl}odd\\\"quote" "rlock -u '$RLOCK_URL' status " \
     rlock -u "'redis" : //127.0.0.1 : "$port/0'" status ""
   expect_loaded "elsewhere" "rlock --prefix='other:' status " rlock --prefix = "'other" : "'" status ""
 fi
@@ -147,7 +153,8 @@ if command -v fish >/dev/null; then
   before=$checked
   expect fish "rlock ''" "acquire${nl}release${nl}renew${nl}run${nl}status" "rlock "
   expect fish "rlock acquire --t" "--timeout${nl}--tls${nl}--ttl" "rlock acquire --t"
-  expect fish "rlock status ''" "build cache${nl}deploy-prod${nl}nightly-report" "rlock status "
+  expect fish "rlock status ''" "build cache${nl}deploy-prod${nl}nightly-report${nl}odd\"quote" "rlock status "
+  expect fish "rlock status o" "odd\"quote" "rlock status o"
   expect fish "rlock release --force n" "nightly-report" "rlock release --force n"
   expect fish "rlock --connect-timeout 2 status n" "nightly-report" "rlock --connect-timeout 2 status n"
   # run's options after the name, and the command's own after its word.
