@@ -262,6 +262,14 @@ Result<Layer> read_config_file(const std::string& path) {
       return fail(Error::Code::config, fmt::format("{}: {}: {}", where, key, why));
     };
     if (value.empty()) return bad("missing value");
+    // A file named by a relative path is the config file's neighbour, not
+    // the working directory's: cron and CI run rlock from anywhere (before,
+    // `password-file = pw` in /etc/rlock.conf was read from the cwd).
+    const auto beside = [&path](const std::string& file) {
+      if (file.starts_with('/')) return file;
+      const auto slash = path.rfind('/');
+      return slash == std::string::npos ? file : path.substr(0, slash + 1) + file;
+    };
     if (auto [first, added] = set_at.emplace(key, number); !added && key != "url")
       return bad(fmt::format("set again (first on line {}); give each key once", first->second));
     auto flag = [&](std::optional<bool>& slot) -> Result<void> {
@@ -279,18 +287,18 @@ Result<Layer> read_config_file(const std::string& path) {
       }
       layer.url_origin = where;
     } else if (key == "prefix") {
-      if (auto valid = lock::validate_prefix(value, "prefix"); !valid)
+      if (auto valid = lock::validate_prefix(value, "value"); !valid)
         return bad(valid.error().message);
       layer.prefix = value;
     } else if (key == "user") {
       layer.user = value;
     } else if (key == "password-file") {
-      layer.password_file = value;
+      layer.password_file = beside(value);
       layer.password_file_origin = where;
     } else if (key == "sentinel-user") {
       layer.sentinel_user = value;
     } else if (key == "sentinel-password-file") {
-      layer.sentinel_password_file = value;
+      layer.sentinel_password_file = beside(value);
       layer.sentinel_password_file_origin = where;
     } else if (key == "replicas") {
       if (auto parsed = parse_replicas(value); !parsed) return bad(parsed.error().message);
@@ -302,16 +310,16 @@ Result<Layer> read_config_file(const std::string& path) {
       ok = flag(layer.insecure);
       layer.insecure_origin = where;
     } else if (key == "cacert") {
-      layer.cacert = value;
+      layer.cacert = beside(value);
       layer.cacert_origin = where;
     } else if (key == "cacertdir") {
-      layer.cacertdir = value;
+      layer.cacertdir = beside(value);
       layer.cacert_origin = where;
     } else if (key == "cert") {
-      layer.cert = value;
+      layer.cert = beside(value);
       layer.cert_origin = where;
     } else if (key == "key") {
-      layer.key = value;
+      layer.key = beside(value);
       layer.key_origin = where;
     } else if (key == "sni") {
       layer.sni = value;

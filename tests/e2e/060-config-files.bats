@@ -102,6 +102,27 @@ connect-timeout = 3s # generous")"
   refute_stderr --partial 'not-needed'
 }
 
+@test "config: a relative path in the config file is the file's neighbour, wherever rlock runs" {
+  local dir="$BATS_TEST_TMPDIR/etc"
+  mkdir -p "$dir/tls"
+  (umask 077 && echo not-needed >"$dir/pw")
+  (umask 077 && printf 'password-file = pw\n' >"$dir/rlock.conf")
+  # From elsewhere (cron runs in $HOME): found beside the file, so the
+  # password is sent (77 or accepted), not 78 "cannot read 'pw'".
+  cd /
+  rl 0,77 --config "$dir/rlock.conf" status x
+  refute_stderr --partial 'cannot read'
+  # The TLS files too: the error names the path beside the file.
+  (umask 077 && printf 'tls = yes\ncacert = tls/ca.pem\n' >"$dir/tls.conf")
+  rl 64,78 --config "$dir/tls.conf" status x
+  assert_stderr --partial "$dir/tls/ca.pem"
+  # An absolute path is kept.
+  (umask 077 && printf 'password-file = %s\n' "$dir/pw" >"$dir/abs.conf")
+  rl 0,77 --config "$dir/abs.conf" status x
+  refute_stderr --partial 'cannot read'
+  cd "$BATS_TEST_DIRNAME"
+}
+
 @test "config: a password file others can read works with a warning" {
   local pw="$BATS_TEST_TMPDIR/pw"
   echo not-needed >"$pw"
