@@ -26,7 +26,7 @@ start_sentinel() {
   mkdir -p "$dir"
   printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %s 1\n' \
     "$SENTINEL_PORT" "$dir" "$1" "$2" >"$dir/sentinel.conf"
-  redis-server "$dir/sentinel.conf" --sentinel >"$dir/log" 2>&1 </dev/null 3>&- &
+  "${RLOCK_E2E_SERVER:-redis-server}" "$dir/sentinel.conf" --sentinel >"$dir/log" 2>&1 </dev/null 3>&- &
   echo "$!" >"$BATS_TEST_TMPDIR/sentinel.pid"
   for ((i = 0; i < 100; i++)); do
     [[ "$(redis-cli -p "$SENTINEL_PORT" PING 2>/dev/null)" == PONG ]] && return 0

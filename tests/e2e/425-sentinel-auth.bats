@@ -23,7 +23,7 @@ sentinel resolve-hostnames no
 sentinel monitor guarded 127.0.0.1 $REDIS_PORT 1
 sentinel auth-pass guarded master-secret
 EOF
-  redis-server "$dir/sentinel.conf" --sentinel </dev/null >"$dir/stdout.log" 2>&1 3>&- &
+  "${RLOCK_E2E_SERVER:-redis-server}" "$dir/sentinel.conf" --sentinel </dev/null >"$dir/stdout.log" 2>&1 3>&- &
   echo "$!" >"$dir/pid"
   local i
   for ((i = 0; i < 100; i++)); do

@@ -56,7 +56,7 @@ setup_file() {
   local port
   for port in 6390 6391; do
     mkdir -p "$dir/$port"
-    in_ns redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    in_ns "${RLOCK_E2E_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
       --daemonize yes --dir "$dir/$port" --pidfile "$dir/$port/redis.pid" >/dev/null
   done
   for port in 6390 6391; do

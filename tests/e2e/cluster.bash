@@ -448,7 +448,7 @@ stop_cluster() {
     if running "$pid"; then left+=("$pid"); fi
   done
   for p in ${CLUSTER_PORTS:-}; do
-    pid="$(pgrep -f "^redis-server 127\.0\.0\.1:$p( |$)")" && left+=("$pid (port $p)")
+    pid="$(pgrep -f "^(\S*/)?(redis|valkey)-server 127\.0\.0\.1:$p( |$)")" && left+=("$pid (port $p)")
   done
   if ((${#left[@]})); then
     echo "stop_cluster: still running: ${left[*]}" >&2

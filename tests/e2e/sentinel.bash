@@ -504,7 +504,7 @@ stop_sentinel_topology() {
   done
   # Also anything on our ports that a pid file does not name.
   for p in $TOPO_NODE_PORTS $TOPO_SENTINEL_PORTS; do
-    pid="$(pgrep -f "^redis-server 127\.0\.0\.1:$p( |$)")" && left+=("$pid (port $p)")
+    pid="$(pgrep -f "^(\S*/)?(redis|valkey)-server 127\.0\.0\.1:$p( |$)")" && left+=("$pid (port $p)")
   done
   if ((${#left[@]})); then
     echo "stop_sentinel_topology: still running: ${left[*]}" >&2
