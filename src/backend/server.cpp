@@ -251,8 +251,15 @@ Result<redis::Connection*> ServerBackend::connection(Deadline deadline) {
       m_replicas_seen = std::max(0, m_replicas_seen.count - 1);
     // A process's first master: the replicas the Sentinel that named it
     // knows of (see run()). Any later master is one a failover made, whose
-    // replicas are still being moved to it.
-    m_known_replicas = m_master.empty() && sentinel() ? m_discovery.replicas : -1;
+    // replicas are still being moved to it. The first master named again
+    // (asked again after too few acknowledgements) is still the first one:
+    // its count is the Sentinels' answer of now. (It was reset to none,
+    // and a retry then wanted only the replicas ROLE still lists.)
+    const bool first_again = connected->describe() == m_master && m_known_replicas >= 0;
+    if (m_master.empty() || first_again)
+      m_known_replicas = sentinel() ? m_discovery.replicas : -1;
+    else
+      m_known_replicas = -1;
     m_master = connected->describe();
     m_connection.emplace(std::move(*connected));
     m_asked_at = Clock::now();
@@ -511,9 +518,10 @@ Result<std::optional<Outcome>> ServerBackend::wait_then_run(const std::string& n
     return std::nullopt;
   }
   // As in run(): fewer acknowledgements than replicas seen may be a
-  // failover in progress.
+  // failover in progress; the Sentinels are asked again, the connection
+  // kept if they name the same master.
   if (outcome->ack && outcome->ack->problem.empty() && !outcome->ack->enough() && sentinel())
-    drop_connection();
+    m_asked_at = {};
   return std::optional<Outcome>(std::move(*outcome));
 }
 
