@@ -178,7 +178,8 @@ void Supervisor::check_lease(Deadline now) {
       auto since = std::chrono::duration_cast<Millis>(now - m_beat.confirmed);
       m_outcome.loss =
           Loss{LossCause::unreachable,
-               fmt::format("no renewal confirmed for {}, so it was killed at the end of the lease",
+               fmt::format("no renewal confirmed for {}, so it was killed before the lease "
+                           "could run out",
                            format_duration(since))};
     }
     return;

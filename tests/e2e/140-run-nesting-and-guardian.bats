@@ -275,6 +275,9 @@ acquire_after_kill() {
   bg_wait job 79 10
   run cat "$BATS_TEST_TMPDIR/job.err"
   assert_output --partial "lost lock 'stopped'"
+  # Killed before the lease could run out, as it was: not "at the end of
+  # the lease" (probe E).
+  assert_output --partial "so it was killed before the lease could run out"
 }
 
 @test "run: rlock and its guardian read one clock, the boot clock: in a time namespace where it is 11 days ahead of the monotonic one, a run renews and ends 0, and a stopped rlock's command is dead by the lease end" {
