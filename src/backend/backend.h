@@ -159,6 +159,13 @@ class Backend {
   /// another thread: the heartbeat). Does no I/O.
   virtual std::unique_ptr<Backend> clone() const = 0;
 
+  /// Whether a holder may wait on its wake list between renewals (the
+  /// heartbeat, for a forced release's word: see Heartbeat::wait_until).
+  /// A quorum may not: each wait there ends with the connections of the
+  /// members that did not answer first, which every renewal would then
+  /// open again.
+  virtual bool holder_waits() const { return true; }
+
   // The step-wise path, for a caller that runs one call on many backends at
   // once (the quorum): start() queues the call on a connection without
   // blocking (Connection::begin), the caller waits on all of them with

@@ -309,6 +309,7 @@ class QuorumBackend final : public Backend {
   }
 
   Result<Outcome> run(const std::string& name, const lock::Call& call, Deadline deadline) override;
+  bool holder_waits() const override { return false; }
   Result<void> wait_for_wake(const std::string& name, const std::string& token, Millis block,
                              Deadline by) override;
   void part(const std::string& name, const lock::Call& call) override {

@@ -131,6 +131,42 @@ bool Heartbeat::sleep_until(Deadline until) const {
   }
 }
 
+bool Heartbeat::wait_until(lock::LockClient& client, Deadline until) {
+  // The BLPOP ends this much before `until`, so that its answer (nil) is
+  // read before the wait's own deadline; otherwise the connection, given up
+  // on a hair too soon, would be dropped and opened again every renewal.
+  constexpr Millis k_margin{50};
+  // Shorter than this, the wait is not worth a BLPOP.
+  constexpr Millis k_least_wait{2 * k_margin};
+  const auto stopped = [this] {
+    pollfd p{m_stop.get(), POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+  };
+  // One early renewal a second at most: whoever may write the lock's keys
+  // could push to the list again and again.
+  constexpr Millis k_early_every{1000};
+  if (!client.backend().holder_waits()) return sleep_until(until);
+  if (m_woken_early && Clock::now() - *m_woken_early < k_early_every) return sleep_until(until);
+  const auto left = std::chrono::floor<Millis>(until - Clock::now());
+  if (left < k_least_wait) return sleep_until(until);
+  const Millis block = left - k_margin;
+  const Deadline blocked_until = Clock::now() + block;
+  // Answered by `until` at the latest: a server that froze meanwhile
+  // cannot hold the renewal up.
+  auto woke = client.backend().wait_for_wake(m_target.name, m_target.token, block, until);
+  if (stopped()) return false;
+  // A wait that failed (the server went away, a foreign key at the list)
+  // is the renewal's business: it is due at `until` as before.
+  if (!woke) return sleep_until(until);
+  // The BLPOP's own end: the renewal is due at `until`, as always.
+  constexpr Millis k_slack{10};
+  if (Clock::now() + k_slack >= blocked_until) return sleep_until(until);
+  // Woken before its time: a forced release (or a leftover of the grant
+  // that woke this holder as a waiter, which costs one early renewal).
+  m_woken_early = Clock::now();
+  return true;
+}
+
 void Heartbeat::warn_of_eviction(lock::LockClient& client, Deadline due) {
   if (!m_target.warn) return;
   // Asked once, on the heartbeat's own connection while the command runs
@@ -160,7 +196,12 @@ void Heartbeat::loop() {
   warn_of_eviction(client, due);
   int failures = 0;
   m_active = &client;
-  while (sleep_until(due)) {
+  // Between renewals the thread waits on the holder's wake list: a forced
+  // release pushes there, and the renewal sent at once learns the lock is
+  // gone, so the command is stopped within a round trip instead of at the
+  // next renewal (up to a third of the TTL later, while the next holder
+  // already ran).
+  while (wait_until(*m_active, due)) {
     const auto sent = Clock::now();
     // Past this point the main thread is already terminating the command:
     // a renewal could not change that any more.

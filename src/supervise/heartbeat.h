@@ -99,6 +99,12 @@ class Heartbeat {
   void loop();
   /// Sleeps until `until`; false when stop() was called meanwhile.
   bool sleep_until(Deadline until) const;
+  /// Waits until `until` on this holder's wake list, where a forced release
+  /// pushes, and returns true early when something was pushed (the renewal
+  /// then sent at once finds the lock gone); sleeps instead where the
+  /// backend cannot wait (a quorum) or the wait failed. False when stop()
+  /// was called meanwhile.
+  bool wait_until(lock::LockClient& client, Deadline until);
   void publish(const std::function<void(Beat&)>& change);
 
   HeartbeatTarget m_target;
@@ -115,6 +121,8 @@ class Heartbeat {
   Timing m_timing;
   Deadline m_starts_at;
   bool m_started = false;
+  /// When wait_until last returned early (the thread's only).
+  std::optional<Deadline> m_woken_early;
   Fd m_stop;  // eventfd: readable once stop() was called
   Fd m_news;  // eventfd: readable when m_beat changed
   std::mutex m_mutex;

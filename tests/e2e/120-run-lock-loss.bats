@@ -46,6 +46,36 @@ timed_command() {
   fi
 }
 
+@test "run: release --force reaches the command within a round trip or so, not at the next renewal" {
+  # A 30 s TTL: renewals every 10 s. Before, the evicted command ran on
+  # until then, beside whoever took the lock (probes E and F); the run now
+  # waits on its wake list between renewals, where the force pushes.
+  local forced_ns trap_ns waited_ms
+  bg_rlock job run forced-fast -t 30s -- bash -c "$(timed_command)"
+  wait_for_file "$M/ready"
+  # Past the heartbeat's start (100 ms into the command) and its first wait.
+  nap 0.5
+  forced_ns="$(date +%s%N)"
+  rl 0 release forced-fast --force
+  bg_wait job 79 15
+  assert_stderr --partial "lock 'forced-fast' is not held by this token"
+  trap_ns="$(<"$M/trapped")"
+  waited_ms=$(((trap_ns - forced_ns) / 1000000))
+  echo "# forced -> SIGTERM: ${waited_ms} ms" >&3
+  ((waited_ms < 3000)) || fail "the command got SIGTERM ${waited_ms} ms after the force"
+  # Forced as soon as the command is up, perhaps before the heartbeat
+  # waits: the word stays in the list, and its first wait finds it.
+  rm -f "$M/ready" "$M/trapped"
+  bg_rlock early run forced-early -t 30s -- bash -c "$(timed_command)"
+  wait_for_file "$M/ready"
+  forced_ns="$(date +%s%N)"
+  rl 0 release forced-early --force
+  bg_wait early 79 15
+  trap_ns="$(<"$M/trapped")"
+  waited_ms=$(((trap_ns - forced_ns) / 1000000))
+  ((waited_ms < 3000)) || fail "forced early: SIGTERM ${waited_ms} ms after the force"
+}
+
 @test "run --json: a lock lost while the command ran still gets its document, saying why" {
   bg_rlock job --json run forced-json -t 3s -- bash -c "$(timed_command)"
   wait_for_file "$M/ready"

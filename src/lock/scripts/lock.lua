@@ -952,8 +952,21 @@ local function force()
       if id == '' or id == short then
         table.insert(evicted, short)
         table.insert(evicted, as_held(key, redis.call('HGET', I, hash) or ''))
+        -- Word to the holder: an rlock run waits on its wake list between
+        -- renewals, and stops its command as soon as the renewal this
+        -- wakes finds the lock gone. Kept until the lease would have ended
+        -- (nobody else reads it); a foreign key there gets nothing.
+        local until_ms = tonumber(redis.call('ZSCORE', key, hash) or '') or now
+        -- A forged lease (beyond a week, inf, nan) is no expiry to write.
+        if not (until_ms > now and until_ms < now + 7 * 24 * 3600 * 1000) then until_ms = now end
+        local wake = wake_key(hash)
+        local kind = redis.call('TYPE', wake).ok
         redis.call('ZREM', key, hash)
         redis.call('HDEL', I, hash)
+        if kind == 'none' or kind == 'list' then
+          redis.call('LPUSH', wake, '0')
+          redis.call('PEXPIREAT', wake, math.floor(until_ms) + 1000)
+        end
       end
     end
   end
