@@ -166,6 +166,14 @@ class Backend {
   /// open again.
   virtual bool holder_waits() const { return true; }
 
+  /// The server the requests on lock `name` go to now, as last learned (its
+  /// URL or address); empty when not known. Two backends that name the same
+  /// one reach the lock the same way (Heartbeat::client_after_stop).
+  virtual std::string server_of(const std::string& name) const {
+    (void)name;
+    return {};
+  }
+
   // The step-wise path, for a caller that runs one call on many backends at
   // once (the quorum): start() queues the call on a connection without
   // blocking (Connection::begin), the caller waits on all of them with

@@ -206,6 +206,11 @@ class ClusterBackend final : public Backend {
     return copy;
   }
 
+  std::string server_of(const std::string& name) const override {
+    const auto node = owner(key_slot(lock::wake_key(m_target.prefix, name, "")));
+    return node ? node->text() : std::string();
+  }
+
  private:
   std::optional<NodeAddress> owner(int slot) const {
     const int index = m_owner[static_cast<size_t>(slot)];

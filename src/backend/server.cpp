@@ -72,6 +72,11 @@ class ServerBackend final : public Backend {
   int interrupt_fd() const override { return m_interrupt_fd; }
   Millis command_timeout() const override { return m_target.server.command_timeout; }
 
+  std::string server_of(const std::string& name) const override {
+    if (m_cluster) return m_cluster->server_of(name);
+    return sentinel() ? m_master : m_target.server.url.redacted();
+  }
+
   std::string describe() const override {
     if (m_cluster) return m_cluster->describe();
     if (!sentinel()) return m_target.server.url.redacted();

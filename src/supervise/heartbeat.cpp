@@ -104,6 +104,15 @@ lock::LockClient* Heartbeat::client_after_stop() {
   // be open; the owner's is (a release through a new connection to a
   // server at its maxclients would fail).
   if (!m_own_renewed && m_target.spare) return m_target.spare;
+  // One whose wait for a forced release's word stop() cut short was closed
+  // with the BLPOP on it: the owner's, idle and open, sends the release
+  // instead of a new connection, unless the heartbeat's followed the lock
+  // to another server (a failover) that the owner's has not learned of.
+  if (m_wait_cut && m_target.spare) {
+    const auto here = m_client->backend().server_of(m_target.name);
+    if (!here.empty() && here == m_target.spare->backend().server_of(m_target.name))
+      return m_target.spare;
+  }
   return &*m_client;
 }
 
@@ -134,8 +143,10 @@ bool Heartbeat::sleep_until(Deadline until) const {
 bool Heartbeat::wait_until(lock::LockClient& client, Deadline until) {
   // The BLPOP ends this much before `until`, so that its answer (nil) is
   // read before the wait's own deadline; otherwise the connection, given up
-  // on a hair too soon, would be dropped and opened again every renewal.
-  constexpr Millis k_margin{50};
+  // on too soon, would be dropped and opened again every renewal. An idle
+  // Redis answers a blocking timeout at its next cron tick (hz 10: up to
+  // 100 ms late), so 50 ms did not do (e2e 420 counted the reconnections).
+  constexpr Millis k_margin{250};
   // Shorter than this, the wait is not worth a BLPOP.
   constexpr Millis k_least_wait{2 * k_margin};
   const auto stopped = [this] {
@@ -145,7 +156,10 @@ bool Heartbeat::wait_until(lock::LockClient& client, Deadline until) {
   // One early renewal a second at most: whoever may write the lock's keys
   // could push to the list again and again.
   constexpr Millis k_early_every{1000};
-  if (!client.backend().holder_waits()) return sleep_until(until);
+  // Not on the owner's connection (the spare), which the release needs
+  // open (the server refused us another one); nor where a wait ends with
+  // connections (a quorum).
+  if (&client == m_target.spare || !client.backend().holder_waits()) return sleep_until(until);
   if (m_woken_early && Clock::now() - *m_woken_early < k_early_every) return sleep_until(until);
   const auto left = std::chrono::floor<Millis>(until - Clock::now());
   if (left < k_least_wait) return sleep_until(until);
@@ -154,7 +168,11 @@ bool Heartbeat::wait_until(lock::LockClient& client, Deadline until) {
   // Answered by `until` at the latest: a server that froze meanwhile
   // cannot hold the renewal up.
   auto woke = client.backend().wait_for_wake(m_target.name, m_target.token, block, until);
-  if (stopped()) return false;
+  if (stopped()) {
+    // Cut short, its connection was closed with the BLPOP still on it.
+    m_wait_cut = true;
+    return false;
+  }
   // A wait that failed (the server went away, a foreign key at the list)
   // is the renewal's business: it is due at `until` as before.
   if (!woke) return sleep_until(until);

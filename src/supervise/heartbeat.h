@@ -123,6 +123,9 @@ class Heartbeat {
   bool m_started = false;
   /// When wait_until last returned early (the thread's only).
   std::optional<Deadline> m_woken_early;
+  /// Whether stop() cut a wait short, closing the thread's connection
+  /// (written by the thread, read after it is joined).
+  bool m_wait_cut = false;
   Fd m_stop;  // eventfd: readable once stop() was called
   Fd m_news;  // eventfd: readable when m_beat changed
   std::mutex m_mutex;
