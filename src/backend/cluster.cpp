@@ -207,7 +207,7 @@ class ClusterBackend final : public Backend {
   }
 
   std::string server_of(const std::string& name) const override {
-    const auto node = owner(key_slot(lock::wake_key(m_target.prefix, name, "")));
+    const auto node = owner(key_slot(lock::base_key(m_target.prefix, name)));
     return node ? node->text() : std::string();
   }
 

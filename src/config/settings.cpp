@@ -249,6 +249,14 @@ Result<Layer> read_config_file(const std::string& path) {
   // lines) is a mistake that "the last one wins" would hide. Only `url`
   // may repeat: each line adds a quorum member.
   std::map<std::string, int> set_at;
+  // A file named by a relative path is the config file's neighbour, not
+  // the working directory's: cron and CI run rlock from anywhere (before,
+  // `password-file = pw` in /etc/rlock.conf was read from the cwd).
+  const auto beside = [&path](const std::string& file) {
+    if (file.starts_with('/')) return file;
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? file : path.substr(0, slash + 1) + file;
+  };
   for (int number = 1; std::getline(in, line); ++number) {
     auto text = trim(line);
     if (text.empty() || text[0] == '#') continue;
@@ -262,14 +270,6 @@ Result<Layer> read_config_file(const std::string& path) {
       return fail(Error::Code::config, fmt::format("{}: {}: {}", where, key, why));
     };
     if (value.empty()) return bad("missing value");
-    // A file named by a relative path is the config file's neighbour, not
-    // the working directory's: cron and CI run rlock from anywhere (before,
-    // `password-file = pw` in /etc/rlock.conf was read from the cwd).
-    const auto beside = [&path](const std::string& file) {
-      if (file.starts_with('/')) return file;
-      const auto slash = path.rfind('/');
-      return slash == std::string::npos ? file : path.substr(0, slash + 1) + file;
-    };
     if (auto [first, added] = set_at.emplace(key, number); !added && key != "url")
       return bad(fmt::format("set again (first on line {}); give each key once", first->second));
     auto flag = [&](std::optional<bool>& slot) -> Result<void> {

@@ -57,19 +57,15 @@ Result<void> nested_request_fits(const Request& request, const HolderView& held,
     if (held.mode == "shared" || held.mode == "exclusive") return held.mode;
     return "in a way status cannot tell (its record is gone)";
   };
+  // An exclusive hold covers an exclusive or a shared request.
+  const bool fits =
+      held.recorded && (lock_limit > 1             ? !request.shared && request.limit == lock_limit
+                        : held.mode == "exclusive" ? request.limit == 1
+                                                   : held.mode == "shared" && request.shared);
+  if (fits) return {};
   const std::string wanted = request.shared      ? "--shared"
                              : request.limit > 1 ? fmt::format("with --limit {}", request.limit)
                                                  : std::string("exclusively");
-  bool fits = false;
-  if (!held.recorded)
-    fits = false;
-  else if (lock_limit > 1)
-    fits = !request.shared && request.limit == lock_limit;
-  else if (held.mode == "exclusive")
-    fits = request.limit == 1;  // exclusive, or shared: the hold covers both
-  else if (held.mode == "shared")
-    fits = request.shared;
-  if (fits) return {};
   return fail(Error::Code::usage,
               fmt::format("lock '{}' is held {} by an enclosing rlock run, which does not "
                           "cover taking it {}: a nested run would wait for its own ancestor, "
