@@ -240,3 +240,76 @@ teardown() {
   assert_output --regexp '^[0-9a-f]{32}$'
   rl 0 status restart-wait
 }
+
+# lock_script NAME OP ARGS...: the lock script itself on lock NAME (EVALSHA
+# with the keys rlock passes), one reply element per line.
+lock_script() {
+  local name="$1" sha k keys=()
+  shift
+  sha="$(redis-cli -p "$REDIS_PORT" -x SCRIPT LOAD <"$REPO/src/lock/scripts/lock.lua")"
+  for k in h s q x l i m f a; do keys+=("rlock:{$name}:$k"); done
+  rcli EVALSHA "$sha" 9 "${keys[@]}" "$@"
+}
+
+# A quorum waiter's acquire (MIN_UPTIME given, here 0): queues when busy.
+quorum_try() { lock_script "$1" acquire "$2" exclusive 1 30000 "2:me4:host1:11:x" 1 3000 0; }
+
+@test "fifo: a quorum waiter that gives back a grant it took from its place in the queue goes back to that place" {
+  # A quorum waiter granted by one member while the others still show the
+  # old holder (a release reaches the members at different times) gives
+  # that grant back (release TOKEN 1) when it has no majority. The member
+  # used to hand the lock to the waiter behind it, and queue the first one
+  # again at the tail at its next try: the members' orders came apart, and
+  # a quorum served its waiters out of order (CI: "2 3 4 5 1").
+  run lock_script gb acquire holder exclusive 1 30000 "2:me4:host1:11:h" 0 3000
+  assert_line --index 0 1
+  local w
+  for w in 1 2 3; do
+    run quorum_try gb "w$w"
+    assert_line --index 0 0
+    assert_line --index 1 "$w"
+  done
+  run lock_script gb release holder
+  assert_output 1
+  # w1 holds now (handed over); it confirms, then gives the grant back.
+  run quorum_try gb w1
+  assert_line --index 0 1
+  run lock_script gb release w1 1
+  assert_output 1
+  # w2's re-check finds w1 ahead of it again, and takes nothing.
+  run quorum_try gb w2
+  assert_line --index 0 0
+  assert_line --index 1 2
+  run quorum_try gb w1
+  assert_line --index 0 1
+  # Its real release hands the lock on in order, and forgets its place.
+  run lock_script gb release w1
+  assert_output 1
+  run rcli HEXISTS 'rlock:{gb}:m' "p:$(printf w1 | sha1sum | cut -c1-40)"
+  assert_output 0
+  for w in 2 3; do
+    run quorum_try gb "w$w"
+    assert_line --index 0 1
+    run lock_script gb release "w$w"
+    assert_output 1
+  done
+  # (The wake lists of w2 and w3, whose grants nobody popped here, expire
+  # with them.)
+  run bash -c "redis-cli -p $REDIS_PORT --scan --pattern 'rlock:{gb}:*' | grep -v ':w:'"
+  assert_output 'rlock:{gb}:f'
+}
+
+@test "fifo: a grant given back that no place in the queue came with leaves the lock free" {
+  # Granted at once (nobody held or waited), the waiter has no place to go
+  # back to: the lock is free for the next comer, and nothing is left.
+  run quorum_try gf w1
+  assert_line --index 0 1
+  run lock_script gf release w1 1
+  assert_output 1
+  run lock_keys
+  assert_output 'rlock:{gf}:f'
+  run quorum_try gf w2
+  assert_line --index 0 1
+  run lock_script gf release w2
+  assert_output 1
+}

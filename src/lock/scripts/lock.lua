@@ -22,7 +22,9 @@
 --   7 m  HASH                     limit, seq (arrival counter), purge_at
 --                                  (no lease in h, s or l ends before it:
 --                                  a lower bound that lets most calls skip
---                                  the purge; see purge)
+--                                  the purge; see purge), and p:HASH
+--                                  "seq:since_ms", a quorum waiter's place
+--                                  (see place_back)
 --   8 f  STRING                   the last fence handed out, in decimal: the
 --                                  only key that stays
 --   9 a  STRING                   the last forced releases (audit), newest
@@ -467,6 +469,7 @@ local function purge()
           redis.call('DEL', wake_key(token))
         end
         redis.call('HDEL', I, token)
+        redis.call('HDEL', M, 'p:' .. token)
         removed = true
       end
       redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -651,10 +654,12 @@ end
 -- Grants the lock to each waiter who can now proceed, and to no one else;
 -- `self` (a queued caller) is granted quietly. Returns true when it granted.
 -- `then_tidy`: the caller ended a lease early, and I and M are set to what
--- is left (tidy) rather than only extended.
-local function wake_ready(self, then_tidy)
+-- is left (tidy) rather than only extended. `except`: a waiter just put
+-- back in its place (place_back), which is granted nothing now, and nobody
+-- behind it is either (it takes the lock at its next try).
+local function wake_ready(self, then_tidy, except)
   local head = redis.call('ZRANGE', Q, 0, 0)
-  if #head == 0 then return false end
+  if #head == 0 or head[1] == except then return false end
   local ready, mode
   -- Most often nobody holds any more (one EXISTS instead of two ZCARDs).
   local nobody = redis.call('EXISTS', H, S) == 0
@@ -692,6 +697,7 @@ local function wake_ready(self, then_tidy)
   -- expiry is then exactly the longest grant, which tidy relies on.
   local longest, set = 0, nil
   for _, token in ipairs(ready) do
+    if token == except then break end
     local granted, lease = hand_over(token, mode, token == self)
     if not granted then break end
     set = granted
@@ -708,28 +714,59 @@ local function wake_ready(self, then_tidy)
   return true
 end
 
+-- A quorum waiter that gives back a grant it took from its place in the
+-- queue (KEEP_PLACE: a majority of members did not grant it) goes back to
+-- that place, with its arrival number, and a waiter lease: the place is
+-- recorded in M (p:HASH, "seq:since_ms") from when it first queued here
+-- until it leaves the queue or the lock for good. Without it, the waiter
+-- behind took the lock here, and the members' queues came to disagree on
+-- the order whenever a release reached the members at different times (a
+-- waiter woken by the first member found the others still held). `held`
+-- is the set it held in, `record` its record there. True when it went back.
+local function place_back(token, held, record)
+  local place = redis.call('HGET', M, 'p:' .. token)
+  local seq, since = string.match(place or '', '^(%d+):(%d+)$')
+  local rest = string.match(record or '', '^%d+\n%d+(\n.*)$')
+  if not (seq and rest) then return false end
+  redis.call('ZADD', Q, seq, token)
+  if held ~= S then redis.call('ZADD', X, seq, token) end
+  redis.call('ZADD', L, now + GRANT_MS, token)
+  lease_ends(now + GRANT_MS)
+  redis.call('HSET', I, token, '0\n' .. since .. rest)
+  -- The grant's word, if the waiter has not read it, is no grant any more.
+  redis.call('DEL', wake_key(token))
+  cover_queue(now + GRANT_MS, true)
+  return true
+end
+
 -- release TOKEN [KEEP_PLACE] -> 1 released (or left the queue), 0 not held
 -- by this token. A retried release is harmless: it answers 0 and changes
 -- nothing. The place it frees goes to the next waiter(s) at once
 -- (wake_ready). With KEEP_PLACE ('1') a waiter's place in the queue stays:
 -- only a grant is given back (a quorum waiter whose try a member answered
--- too late to count: it may have queued the waiter there, or granted).
+-- too late to count: it may have queued the waiter there, or granted), and
+-- a grant taken from a place in the queue goes back there (place_back).
 local function release()
   local token = redis.sha1hex(ARGV[2])
+  local keep = ARGV[3] == '1'
   purge()
   -- ZREM answers whether it held: no lookup first.
-  local found = redis.call('ZREM', H, token) == 1 or redis.call('ZREM', S, token) == 1
-  if found then
-    redis.call('HDEL', I, token)
-  elseif ARGV[3] ~= '1' and redis.call('ZSCORE', Q, token) then
+  local held = (redis.call('ZREM', H, token) == 1 and H) or
+    (redis.call('ZREM', S, token) == 1 and S) or nil
+  local found, back = held ~= nil, false
+  if held then
+    if keep then back = place_back(token, held, redis.call('HGET', I, token)) end
+    if not back then redis.call('HDEL', I, token) end
+  elseif not keep and redis.call('ZSCORE', Q, token) then
     redis.call('ZREM', Q, token)
     redis.call('ZREM', X, token)
     redis.call('ZREM', L, token)
     redis.call('HDEL', I, token)
     found = true
   end
+  if found and not back then redis.call('HDEL', M, 'p:' .. token) end
   -- The place goes to the next waiter(s); if there is nobody, I and M go.
-  if not wake_ready(nil, true) then tidy() end
+  if not wake_ready(nil, true, back and token or nil) then tidy() end
   return found and 1 or 0
 end
 
@@ -864,6 +901,7 @@ local function acquire()
       redis.call('ZREM', X, token)
       redis.call('ZREM', L, token)
       redis.call('HDEL', I, token)
+      redis.call('HDEL', M, 'p:' .. token)
       if not wake_ready(nil, true) then tidy() end
     end
     return { 0, 0, holder[1], holder[2], now }
@@ -873,6 +911,9 @@ local function acquire()
     redis.call('ZADD', Q, seq, token)
     if mode ~= 'shared' then redis.call('ZADD', X, seq, token) end
     redis.call('HSET', I, token, '0\n' .. now .. '\n' .. mode .. '\n' .. ttl .. '\n' .. blob)
+    -- A quorum's waiter (MIN_UPTIME given) may give back a grant it takes
+    -- from this place: it then goes back here (place_back).
+    if ARGV[9] then redis.call('HSET', M, 'p:' .. token, seq .. ':' .. now) end
   end
   -- A queued waiter's first write extends an expiry (see OOM).
   if queued then cover(L, now + lease) end
@@ -963,6 +1004,7 @@ local function force()
         local kind = redis.call('TYPE', wake).ok
         redis.call('ZREM', key, hash)
         redis.call('HDEL', I, hash)
+        redis.call('HDEL', M, 'p:' .. hash)
         if kind == 'none' or kind == 'list' then
           redis.call('LPUSH', wake, '0')
           redis.call('PEXPIREAT', wake, math.floor(until_ms) + 1000)
