@@ -82,9 +82,15 @@ check_no_second_holder() {
 }
 
 # check_watcher_kept_out: check_no_second_holder, and the watcher did try:
-# it saw the lock busy (75) more than ten times meanwhile.
+# it saw the lock busy (75) more than three times meanwhile. (It usually
+# does some 70 times in a 14 s section, but a failover on a loaded machine
+# can hold each try for seconds: more than ten failed once in a suite run
+# with 9, and in the previous stop's run too. Its exit statuses are shown
+# when the check fails.)
 check_watcher_kept_out() {
   check_no_second_holder
   run grep -c '^75$' "$M/watcher.rc"
-  assert_greater "$output" 10
+  if ((output <= 3)); then
+    fail "the watcher saw the lock busy $output times; its exits: $(sort "$M/watcher.rc" | uniq -c | tr '\n' ' ')"
+  fi
 }
