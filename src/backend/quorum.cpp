@@ -410,10 +410,10 @@ class QuorumBackend final : public Backend {
   /// frozen member costs a moment, not the command timeout.
   Result<std::vector<MemberReply>> hear_all(Batch& batch, Clock::time_point started,
                                             Deadline deadline);
-  /// Releases `token` on the given members without waiting for them; with
-  /// `keep_place`, a grant only (a place in a queue stays).
+  /// Releases `token` on the given members without waiting for them;
+  /// `keep` says what stays of its places in their queues.
   void give_back(const std::string& name, const std::string& token,
-                 const std::vector<std::size_t>& to, bool keep_place = false);
+                 const std::vector<std::size_t>& to, lock::KeepPlace keep = lock::KeepPlace::no);
   /// The unreachable error naming what the members said.
   Error too_few(const std::string& what, const std::vector<MemberReply>& replies) const;
   /// The configuration error when a member failed by one (exit 78), or two
@@ -731,9 +731,9 @@ Result<std::vector<MemberReply>> QuorumBackend::hear_all(Batch& batch, Clock::ti
 }
 
 void QuorumBackend::give_back(const std::string& name, const std::string& token,
-                              const std::vector<std::size_t>& to, bool keep_place) {
+                              const std::vector<std::size_t>& to, lock::KeepPlace keep) {
   if (to.empty()) return;
-  (void)send(name, lock::release_call(token, keep_place), Clock::now() + command_timeout(), to);
+  (void)send(name, lock::release_call(token, keep), Clock::now() + command_timeout(), to);
 }
 
 /// How many members gave an answer (an error reply is none).
@@ -1015,13 +1015,24 @@ Result<Outcome> QuorumBackend::acquire(const std::string& name, const lock::Call
   // for seconds on end while a member was frozen or dead (nothing breaks
   // the tie). A contender leaves every queue instead, and queues again
   // after its random pause, behind the waiters that did not take part.
+  // A grant a member handed over from our place in its queue goes back to
+  // that place while a majority still shows the last holder: its release
+  // reaches the members one after another, and a member that woke us first
+  // would otherwise hand the lock to the waiter behind us, and queue us
+  // again at its tail (the quorum then served its waiters out of order).
+  // Not otherwise: members whose queues disagree (each granting another
+  // waiter, none a majority) would keep granting the same ones for ever;
+  // a grant given back goes to the next in line there.
   const bool keep_places = enqueue && !count.split;
   std::vector<std::size_t> back;
   for (std::size_t k : everyone)
     if (!keep_places ||
         std::find(count.queued.begin(), count.queued.end(), k) == count.queued.end())
       back.push_back(k);
-  give_back(name, token, back, keep_places);
+  give_back(name, token, back,
+            !keep_places             ? lock::KeepPlace::no
+            : count.held_by_majority ? lock::KeepPlace::granted
+                                     : lock::KeepPlace::queued);
   // Grants on a minority while the others gave the lock to other waiters:
   // a short random pause breaks the tie. Not while one holder holds a
   // majority (its grants on the rest given back, or it reached too few in

@@ -138,8 +138,15 @@ Result<Millis> decode_renew(const std::string& name, const redis::Reply& reply) 
   return Millis(*renewed);
 }
 
-Call release_call(const std::string& token, bool keep_place) {
-  if (keep_place) return Call{{"release", token, "1"}, std::nullopt};
+Call release_call(const std::string& token, KeepPlace keep) {
+  switch (keep) {
+    case KeepPlace::queued:
+      return Call{{"release", token, "1"}, std::nullopt};
+    case KeepPlace::granted:
+      return Call{{"release", token, "2"}, std::nullopt};
+    case KeepPlace::no:
+      break;
+  }
   return Call{{"release", token}, std::nullopt};
 }
 

@@ -61,9 +61,17 @@ Call renew_call(const std::string& token, Millis ttl, bool may_shorten = false);
 /// The new lease; not_owner if the token no longer holds the lock.
 Result<Millis> decode_renew(const std::string& name, const redis::Reply& reply);
 
-/// With `keep_place`, a waiter's place in the queue stays: only a grant is
-/// given back.
-Call release_call(const std::string& token, bool keep_place = false);
+/// What a release leaves of a waiter's place in the queue (a quorum waiter
+/// giving back what it got on too few members).
+enum class KeepPlace {
+  no,      ///< leaves the queue: a holder releases, a waiter gives up
+  queued,  ///< a place in the queue stays; a grant is given back
+  /// also a grant handed over from a place in the queue goes back to that
+  /// place (lock.lua's place_back): while a majority still shows the last
+  /// holder, whose release has not reached every member yet
+  granted,
+};
+Call release_call(const std::string& token, KeepPlace keep = KeepPlace::no);
 /// A call whose write is waited for on the replicas like a lease's (WAIT,
 /// replication_timeout of the default TTL) when `first` wrote something
 /// (a release that released, a force that evicted), and always when it is

@@ -274,7 +274,7 @@ quorum_try() { lock_script "$1" acquire "$2" exclusive 1 30000 "2:me4:host1:11:x
   # w1 holds now (handed over); it confirms, then gives the grant back.
   run quorum_try gb w1
   assert_line --index 0 1
-  run lock_script gb release w1 1
+  run lock_script gb release w1 2
   assert_output 1
   # w2's re-check finds w1 ahead of it again, and takes nothing.
   run quorum_try gb w2
@@ -299,12 +299,35 @@ quorum_try() { lock_script "$1" acquire "$2" exclusive 1 30000 "2:me4:host1:11:x
   assert_output 'rlock:{gb}:f'
 }
 
+@test "fifo: a quorum waiter that gives back only a grant (no majority showed a holder) lets the next waiter have it" {
+  # Members whose queues disagree, each granting another waiter and none
+  # a majority: a grant that went back to its place would be granted to
+  # the same waiter again at every try, for ever. It goes to the next.
+  run lock_script gn acquire holder exclusive 1 30000 "2:me4:host1:11:h" 0 3000
+  assert_line --index 0 1
+  local w
+  for w in 1 2; do
+    run quorum_try gn "w$w"
+    assert_line --index 1 "$w"
+  done
+  run lock_script gn release holder
+  run quorum_try gn w1
+  assert_line --index 0 1
+  run lock_script gn release w1 1
+  assert_output 1
+  run quorum_try gn w2
+  assert_line --index 0 1
+  run quorum_try gn w1
+  assert_line --index 0 0
+  assert_line --index 1 1
+}
+
 @test "fifo: a grant given back that no place in the queue came with leaves the lock free" {
   # Granted at once (nobody held or waited), the waiter has no place to go
   # back to: the lock is free for the next comer, and nothing is left.
   run quorum_try gf w1
   assert_line --index 0 1
-  run lock_script gf release w1 1
+  run lock_script gf release w1 2
   assert_output 1
   run lock_keys
   assert_output 'rlock:{gf}:f'

@@ -715,8 +715,9 @@ local function wake_ready(self, then_tidy, except)
 end
 
 -- A quorum waiter that gives back a grant it took from its place in the
--- queue (KEEP_PLACE: a majority of members did not grant it) goes back to
--- that place, with its arrival number, and a waiter lease: the place is
+-- queue (KEEP_PLACE 2: a majority of members did not grant it, as they
+-- still showed the last holder) goes back to that place, with its arrival
+-- number, and a waiter lease: the place is
 -- recorded in M (p:HASH, "seq:since_ms") from when it first queued here
 -- until it leaves the queue or the lock for good. Without it, the waiter
 -- behind took the lock here, and the members' queues came to disagree on
@@ -744,18 +745,20 @@ end
 -- nothing. The place it frees goes to the next waiter(s) at once
 -- (wake_ready). With KEEP_PLACE ('1') a waiter's place in the queue stays:
 -- only a grant is given back (a quorum waiter whose try a member answered
--- too late to count: it may have queued the waiter there, or granted), and
--- a grant taken from a place in the queue goes back there (place_back).
+-- too late to count: it may have queued the waiter there, or granted);
+-- with '2', a grant taken from a place in the queue also goes back there
+-- (place_back). Not with '1': members whose queues disagree would each
+-- keep granting their own first waiter, none of them a majority, for ever.
 local function release()
   local token = redis.sha1hex(ARGV[2])
-  local keep = ARGV[3] == '1'
+  local keep = ARGV[3] == '1' or ARGV[3] == '2'
   purge()
   -- ZREM answers whether it held: no lookup first.
   local held = (redis.call('ZREM', H, token) == 1 and H) or
     (redis.call('ZREM', S, token) == 1 and S) or nil
   local found, back = held ~= nil, false
   if held then
-    if keep then back = place_back(token, held, redis.call('HGET', I, token)) end
+    if ARGV[3] == '2' then back = place_back(token, held, redis.call('HGET', I, token)) end
     if not back then redis.call('HDEL', I, token) end
   elseif not keep and redis.call('ZSCORE', Q, token) then
     redis.call('ZREM', Q, token)

@@ -49,7 +49,8 @@ TEST(Protocol, OnlyLeaseWritesAskForReplicas) {
 TEST(Protocol, AGiveBackThatKeepsTheQueuePlaceSaysSo) {
   using Args = std::vector<std::string>;
   EXPECT_EQ(release_call("t").args, (Args{"release", "t"}));
-  EXPECT_EQ(release_call("t", true).args, (Args{"release", "t", "1"}));
+  EXPECT_EQ(release_call("t", KeepPlace::queued).args, (Args{"release", "t", "1"}));
+  EXPECT_EQ(release_call("t", KeepPlace::granted).args, (Args{"release", "t", "2"}));
 }
 
 TEST(Protocol, OnlyAnExactRenewalMayShortenTheLease) {
