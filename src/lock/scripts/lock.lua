@@ -447,6 +447,13 @@ local function earliest(key)
   return tonumber(first[2]) or 0
 end
 
+-- Forgets `token` for good (it left the lock or the queue): its record,
+-- and the place a quorum waiter keeps (see place_back).
+local function forget(token)
+  redis.call('HDEL', I, token)
+  redis.call('HDEL', M, 'p:' .. token)
+end
+
 -- Remove holders whose lease ran out and waiters whose lease ran out.
 -- Returns true when something was removed (a waiter may now proceed).
 -- purge_at (in M) is a lower bound of every lease in H, S and L, lowered
@@ -468,8 +475,7 @@ local function purge()
           redis.call('ZREM', X, token)
           redis.call('DEL', wake_key(token))
         end
-        redis.call('HDEL', I, token)
-        redis.call('HDEL', M, 'p:' .. token)
+        forget(token)
         removed = true
       end
       redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -610,6 +616,12 @@ local function next_fence()
   return fence_counter, text
 end
 
+-- A record's fields after its fence and since_ms ("\nmode\nttl_ms\nblob"),
+-- nil when it is no record.
+local function record_tail(record)
+  return string.match(record or '', '^%d+\n%d+(\n.*)$')
+end
+
 -- Hands the lock to queued waiter `token` in `mode`: it leaves the queue and
 -- holds with a fence, for GRANT_MS, its TTL or the rest of its waiter lease,
 -- whichever is shortest, and the grant (its
@@ -625,8 +637,7 @@ local function hand_over(token, mode, quiet)
   end
   local fence, fence_text = next_fence()
   if not fence then return false end
-  local record = redis.call('HGET', I, token) or ''
-  local rest = string.match(record, '^%d+\n%d+(\n.*)$')
+  local rest = record_tail(redis.call('HGET', I, token))
   local ttl = rest and tonumber(string.match(rest, '^\n%a+\n(%d+)\n'))
   if not ttl then ttl, rest = 30000, '\n' .. mode .. '\n30000\n' end
   local lease = math.min(ttl, GRANT_MS)
@@ -659,7 +670,7 @@ end
 -- behind it is either (it takes the lock at its next try).
 local function wake_ready(self, then_tidy, except)
   local head = redis.call('ZRANGE', Q, 0, 0)
-  if #head == 0 or head[1] == except then return false end
+  if #head == 0 then return false end
   local ready, mode
   -- Most often nobody holds any more (one EXISTS instead of two ZCARDs).
   local nobody = redis.call('EXISTS', H, S) == 0
@@ -723,11 +734,11 @@ end
 -- behind took the lock here, and the members' queues came to disagree on
 -- the order whenever a release reached the members at different times (a
 -- waiter woken by the first member found the others still held). `held`
--- is the set it held in, `record` its record there. True when it went back.
-local function place_back(token, held, record)
+-- is the set it held in. True when it went back.
+local function place_back(token, held)
   local place = redis.call('HGET', M, 'p:' .. token)
   local seq, since = string.match(place or '', '^(%d+):(%d+)$')
-  local rest = string.match(record or '', '^%d+\n%d+(\n.*)$')
+  local rest = record_tail(redis.call('HGET', I, token))
   if not (seq and rest) then return false end
   redis.call('ZADD', Q, seq, token)
   if held ~= S then redis.call('ZADD', X, seq, token) end
@@ -758,16 +769,15 @@ local function release()
     (redis.call('ZREM', S, token) == 1 and S) or nil
   local found, back = held ~= nil, false
   if held then
-    if ARGV[3] == '2' then back = place_back(token, held, redis.call('HGET', I, token)) end
-    if not back then redis.call('HDEL', I, token) end
+    back = ARGV[3] == '2' and place_back(token, held)
+    if not back then forget(token) end
   elseif not keep and redis.call('ZSCORE', Q, token) then
     redis.call('ZREM', Q, token)
     redis.call('ZREM', X, token)
     redis.call('ZREM', L, token)
-    redis.call('HDEL', I, token)
+    forget(token)
     found = true
   end
-  if found and not back then redis.call('HDEL', M, 'p:' .. token) end
   -- The place goes to the next waiter(s); if there is nobody, I and M go.
   if not wake_ready(nil, true, back and token or nil) then tidy() end
   return found and 1 or 0
@@ -903,8 +913,7 @@ local function acquire()
       redis.call('ZREM', Q, token)
       redis.call('ZREM', X, token)
       redis.call('ZREM', L, token)
-      redis.call('HDEL', I, token)
-      redis.call('HDEL', M, 'p:' .. token)
+      forget(token)
       if not wake_ready(nil, true) then tidy() end
     end
     return { 0, 0, holder[1], holder[2], now }
@@ -1006,8 +1015,7 @@ local function force()
         local wake = wake_key(hash)
         local kind = redis.call('TYPE', wake).ok
         redis.call('ZREM', key, hash)
-        redis.call('HDEL', I, hash)
-        redis.call('HDEL', M, 'p:' .. hash)
+        forget(hash)
         if kind == 'none' or kind == 'list' then
           redis.call('LPUSH', wake, '0')
           redis.call('PEXPIREAT', wake, math.floor(until_ms) + 1000)
